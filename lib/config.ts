@@ -1,0 +1,225 @@
+import Path from 'node:path';
+import Joi from 'joi';
+
+/**
+ * The one place that reads the process environment. Everything else receives a validated, typed `Config`.
+ * Booleans accept true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
+ */
+
+const bool = (fallback: boolean) => Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off').default(fallback);
+const seconds = (fallback: number, min = 1) => Joi.number().integer().min(min).default(fallback);
+
+const envSchema = Joi.object({
+    NODE_ENV: Joi.string().valid('development', 'production', 'test').default('production'),
+    PORT: Joi.number().port().default(3000),
+    HOST: Joi.string().default('0.0.0.0'),
+    PUBLIC_URL: Joi.string().uri({ scheme: ['http', 'https'] }).pattern(/[^/]$/, 'no trailing slash')
+        .when('NODE_ENV', { is: 'development', then: Joi.optional().default('http://localhost:3000'), otherwise: Joi.required() }),
+    FOLDER: Joi.string().default(() => Path.resolve(process.cwd(), '../../tmp')),
+    WORKER: Joi.string().valid('on', 'off').default('on'),
+
+    DB_TYPE: Joi.string().valid('sqlite', 'postgres').default('sqlite'),
+    DB_HOST: Joi.string().when('DB_TYPE', { is: 'postgres', then: Joi.required() }),
+    DB_PORT: Joi.number().port().when('DB_TYPE', { is: 'postgres', then: Joi.required() }),
+    DB_USERNAME: Joi.string().when('DB_TYPE', { is: 'postgres', then: Joi.required() }),
+    DB_PASSWORD: Joi.string().allow('').when('DB_TYPE', { is: 'postgres', then: Joi.required() }),
+    DB_DATABASE: Joi.string().when('DB_TYPE', { is: 'postgres', then: Joi.required() }),
+    DB_SSL: bool(false),
+    DB_SSL_REJECT_UNAUTHORIZED: bool(true),
+    DB_SSL_CA_PATH: Joi.string(),
+    DB_SSL_CERT_PATH: Joi.string(),
+    DB_SSL_KEY_PATH: Joi.string(),
+    DB_SSL_KEY_PASSPHRASE: Joi.string(),
+    DB_MIGRATIONS_RUN: bool(true),
+    DB_SYNCHRONIZE: bool(false),
+
+    MASTER_SECRET: Joi.string().min(32),
+    ENCRYPTION_KEY: Joi.string().pattern(/^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, '32 bytes as hex or base64'),
+    AUTH_CLIENT_ID: Joi.string(),
+    AUTH_CLIENT_SECRET: Joi.string().min(16),
+    AUTH_TOKEN_TTL: seconds(3600, 60),
+    OIDC: Joi.string().uri({ scheme: ['http', 'https'] }),
+    OIDC_INTERNAL_ISSUER_URL: Joi.string().uri({ scheme: ['http', 'https'] }),
+    OIDC_CLIENT_ID: Joi.string(),
+    OIDC_CLIENT_SECRET: Joi.string(),
+    OIDC_TENANT_CLAIM: Joi.string().default('tenant_id'),
+
+    SESSION_TTL: seconds(86400),
+    SESSION_CLEANUP_MODE: Joi.string().valid('full', 'anonymize').default('full'),
+    SESSION_TIDY_UP_INTERVAL: seconds(3600),
+    ISSUER_MULTI_CONSUMPTION: bool(false),
+    OUTBOUND_URL_ALLOW_HTTP: bool(false),
+    OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: bool(false),
+    OUTBOUND_URL_ALLOWED_HOSTS: Joi.string().allow(''),
+    CONFIG_FOLDER: Joi.string(),
+    CONFIG_VARIABLE_STRICT: Joi.string().valid('skip', 'abort', 'true', 'ignore', 'false').default('skip'),
+
+    LOG_LEVEL: Joi.string().valid('debug', 'info', 'warn', 'error').default('debug'),
+    LOG_ENABLE_HTTP_LOGGER: bool(false),
+    LOG_HTTP_RESPONSE_BODY: bool(false),
+    LOG_HTTP_RESPONSE_BODY_MAX_LENGTH: Joi.number().integer().min(0).default(4096),
+    LOG_REDACT_SENSITIVE_DATA: bool(true),
+    LOG_ENABLE_SESSION_LOGGER: bool(false),
+    LOG_SESSION_STORE: Joi.string().valid('off', 'errors', 'all', 'verbose').default('off'),
+    LOG_TO_FILE: bool(false),
+    LOG_FILE_PATH: Joi.string().default('./logs/session.log'),
+    AUDIT_LOG_RETENTION_DAYS: Joi.number().integer().min(0).default(0),
+    AUDIT_LOG_MAX_ENTRIES_PER_TENANT: Joi.number().integer().min(0).default(0),
+    OTEL_SDK_DISABLED: bool(false)
+})
+    .custom((env, helpers) => {
+        if (!env.MASTER_SECRET && !env.ENCRYPTION_KEY) {
+            return helpers.message({ custom: '"MASTER_SECRET" is required (at least 32 characters) unless ENCRYPTION_KEY is set' });
+        }
+        if (!env.OIDC && (!env.MASTER_SECRET || !env.AUTH_CLIENT_ID || !env.AUTH_CLIENT_SECRET)) {
+            return helpers.message({ custom: '"MASTER_SECRET", "AUTH_CLIENT_ID" and "AUTH_CLIENT_SECRET" are required by the integrated OAuth2 server (OIDC unset)' });
+        }
+        return env;
+    })
+    .unknown(true);
+
+export type DatabaseConfig =
+    | { type: 'sqlite'; filename: string }
+    | {
+        type: 'postgres';
+        host: string;
+        port: number;
+        user: string;
+        password: string;
+        database: string;
+        ssl?: { rejectUnauthorized: boolean; caPath?: string; certPath?: string; keyPath?: string; passphrase?: string };
+    };
+
+export interface Config {
+    env: 'development' | 'production' | 'test';
+    version: string;
+    port: number;
+    host: string;
+    publicUrl: string;
+    folder: string;
+    worker: boolean;
+    db: DatabaseConfig & { migrationsRun: boolean; synchronize: boolean };
+    secrets: { masterSecret?: string; encryptionKey?: string };
+    auth: {
+        clientId?: string;
+        clientSecret?: string;
+        tokenTtl: number;
+        oidc?: { issuer: string; internalIssuer?: string; clientId?: string; clientSecret?: string; tenantClaim: string };
+        tenantClaim: string;
+    };
+    sessions: { ttl: number; cleanupMode: 'full' | 'anonymize'; tidyUpInterval: number; issuerMultiConsumption: boolean };
+    outbound: { allowHttp: boolean; allowPrivateNetwork: boolean; allowedHosts: string[] };
+    configImport: { folder?: string; unresolvedPlaceholders: 'fail-tenant' | 'warn'; variables: Readonly<Record<string, string | undefined>> };
+    log: {
+        level: 'debug' | 'info' | 'warn' | 'error';
+        http: boolean;
+        httpResponseBody: boolean;
+        httpResponseBodyMaxLength: number;
+        redact: boolean;
+        session: boolean;
+        sessionStore: 'off' | 'errors' | 'all' | 'verbose';
+        toFile: boolean;
+        filePath: string;
+    };
+    audit: { retentionDays: number; maxEntriesPerTenant: number };
+    otel: { disabled: boolean };
+}
+
+export class ConfigError extends Error {
+    constructor(readonly problems: string[]) {
+        super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+        this.name = 'ConfigError';
+    }
+}
+
+const packageVersion = (): string => (require('../package.json') as { version: string }).version;
+
+export const loadConfig = (source: Record<string, string | undefined> = process.env): Config => {
+    // Empty strings count as unset, as container platforms often pass VAR= for "not set".
+    const raw = Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== ''));
+    const { value: env, error } = envSchema.validate(raw, { abortEarly: false, convert: true });
+    if (error) {
+        throw new ConfigError(error.details.map((d) => {
+            const variable = d.path.length ? String(d.path[0]) : 'environment';
+            return `${variable}: ${d.message}`;
+        }));
+    }
+
+    const db: DatabaseConfig = env.DB_TYPE === 'postgres'
+        ? {
+            type: 'postgres',
+            host: env.DB_HOST,
+            port: env.DB_PORT,
+            user: env.DB_USERNAME,
+            password: env.DB_PASSWORD ?? '',
+            database: env.DB_DATABASE,
+            ssl: env.DB_SSL
+                ? {
+                    rejectUnauthorized: env.DB_SSL_REJECT_UNAUTHORIZED,
+                    caPath: env.DB_SSL_CA_PATH,
+                    certPath: env.DB_SSL_CERT_PATH,
+                    keyPath: env.DB_SSL_KEY_PATH,
+                    passphrase: env.DB_SSL_KEY_PASSPHRASE
+                }
+                : undefined
+        }
+        : { type: 'sqlite', filename: Path.join(Path.resolve(env.FOLDER), 'service.db') };
+
+    const strict = env.CONFIG_VARIABLE_STRICT as string;
+    return {
+        env: env.NODE_ENV,
+        version: packageVersion(),
+        port: env.PORT,
+        host: env.HOST,
+        publicUrl: env.PUBLIC_URL,
+        folder: Path.resolve(env.FOLDER),
+        worker: env.WORKER === 'on',
+        db: { ...db, migrationsRun: env.DB_MIGRATIONS_RUN, synchronize: env.DB_SYNCHRONIZE },
+        secrets: { masterSecret: env.MASTER_SECRET, encryptionKey: env.ENCRYPTION_KEY },
+        auth: {
+            clientId: env.AUTH_CLIENT_ID,
+            clientSecret: env.AUTH_CLIENT_SECRET,
+            tokenTtl: env.AUTH_TOKEN_TTL,
+            tenantClaim: env.OIDC_TENANT_CLAIM,
+            oidc: env.OIDC
+                ? {
+                    issuer: env.OIDC,
+                    internalIssuer: env.OIDC_INTERNAL_ISSUER_URL,
+                    clientId: env.OIDC_CLIENT_ID,
+                    clientSecret: env.OIDC_CLIENT_SECRET,
+                    tenantClaim: env.OIDC_TENANT_CLAIM
+                }
+                : undefined
+        },
+        sessions: {
+            ttl: env.SESSION_TTL,
+            cleanupMode: env.SESSION_CLEANUP_MODE,
+            tidyUpInterval: env.SESSION_TIDY_UP_INTERVAL,
+            issuerMultiConsumption: env.ISSUER_MULTI_CONSUMPTION
+        },
+        outbound: {
+            allowHttp: env.OUTBOUND_URL_ALLOW_HTTP,
+            allowPrivateNetwork: env.OUTBOUND_URL_ALLOW_PRIVATE_NETWORK,
+            allowedHosts: (env.OUTBOUND_URL_ALLOWED_HOSTS ?? '').split(',').map((h: string) => h.trim().toLowerCase()).filter(Boolean)
+        },
+        configImport: {
+            folder: env.CONFIG_FOLDER ? Path.resolve(env.CONFIG_FOLDER) : undefined,
+            // skip, abort and true all fail the tenant whose files hold the placeholder; the other tenants continue.
+            unresolvedPlaceholders: strict === 'ignore' || strict === 'false' ? 'warn' : 'fail-tenant',
+            variables: Object.freeze({ ...source })
+        },
+        log: {
+            level: env.LOG_LEVEL,
+            http: env.LOG_ENABLE_HTTP_LOGGER,
+            httpResponseBody: env.LOG_HTTP_RESPONSE_BODY,
+            httpResponseBodyMaxLength: env.LOG_HTTP_RESPONSE_BODY_MAX_LENGTH,
+            redact: env.LOG_REDACT_SENSITIVE_DATA,
+            session: env.LOG_ENABLE_SESSION_LOGGER,
+            sessionStore: env.LOG_SESSION_STORE,
+            toFile: env.LOG_TO_FILE,
+            filePath: Path.resolve(env.LOG_FILE_PATH)
+        },
+        audit: { retentionDays: env.AUDIT_LOG_RETENTION_DAYS, maxEntriesPerTenant: env.AUDIT_LOG_MAX_ENTRIES_PER_TENANT },
+        otel: { disabled: env.OTEL_SDK_DISABLED }
+    };
+};

@@ -1,0 +1,71 @@
+import Fs from 'node:fs';
+import Path from 'node:path';
+import Knex, { type Knex as KnexType } from 'knex';
+import type { DatabaseConfig } from '../config';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+const SQLITE_BUSY_TIMEOUT_MS = 5000;
+
+export const createKnex = (db: DatabaseConfig): KnexType => {
+    if (db.type === 'sqlite') {
+        if (db.filename !== ':memory:') {
+            Fs.mkdirSync(Path.dirname(db.filename), { recursive: true });
+        }
+        return Knex({
+            client: 'better-sqlite3',
+            connection: { filename: db.filename },
+            useNullAsDefault: true,
+            pool: {
+                min: 1,
+                max: 1,
+                afterCreate: (conn: any, done: (err: Error | null, conn: unknown) => void) => {
+                    try {
+                        conn.pragma('journal_mode = WAL');
+                        conn.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+                        conn.pragma('foreign_keys = ON');
+                        conn.pragma('synchronous = NORMAL');
+                        done(null, conn);
+                    }
+                    catch (err) {
+                        done(err as Error, conn);
+                    }
+                }
+            }
+        });
+    }
+
+    const read = (path?: string) => (path ? Fs.readFileSync(path, 'utf8') : undefined);
+    return Knex({
+        client: 'pg',
+        connection: {
+            host: db.host,
+            port: db.port,
+            user: db.user,
+            password: db.password,
+            database: db.database,
+            ssl: db.ssl
+                ? {
+                    rejectUnauthorized: db.ssl.rejectUnauthorized,
+                    ca: read(db.ssl.caPath),
+                    cert: read(db.ssl.certPath),
+                    key: read(db.ssl.keyPath),
+                    passphrase: db.ssl.passphrase
+                }
+                : undefined
+        },
+        pool: { min: 0, max: 10 }
+    });
+};
+
+export const dialectOf = (knex: KnexType): Dialect => (knex.client.config.client === 'pg' ? 'postgres' : 'sqlite');
+
+export const ping = async (knex: KnexType): Promise<boolean> => {
+    try {
+        await knex.raw('select 1');
+        return true;
+    }
+    catch {
+        return false;
+    }
+};

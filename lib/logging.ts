@@ -1,0 +1,62 @@
+import Fs from 'node:fs';
+import Path from 'node:path';
+import Pino, { type Logger } from 'pino';
+import PinoPretty from 'pino-pretty';
+import type { Config } from './config';
+
+export type { Logger } from 'pino';
+
+/** Keys whose values never reach a log line when LOG_REDACT_SENSITIVE_DATA is on (compared case-insensitively). */
+const SENSITIVE_KEYS = new Set([
+    'authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key',
+    'password', 'passphrase', 'secret', 'client_secret', 'clientsecret', 'master_secret', 'mastersecret', 'pin',
+    'token', 'access_token', 'refresh_token', 'id_token', 'accesstoken', 'vaulttoken', 'value',
+    'code', 'pre-authorized_code', 'preauthorizedcode', 'tx_code', 'txcode', 'code_verifier', 'response_code',
+    'private_key', 'privatekey', 'privatejwk', 'private_jwk', 'd', 'p', 'q', 'dp', 'dq', 'qi', 'k'
+]);
+
+export const REDACTED = '[redacted]';
+
+/** A deep copy with sensitive values replaced. Used for structured log fields and captured bodies alike. */
+export const redactSensitive = (value: unknown, depth = 0): unknown => {
+    if (depth > 12 || value === null || typeof value !== 'object') {
+        return value;
+    }
+    if (Array.isArray(value)) {
+        return value.map((v) => redactSensitive(v, depth + 1));
+    }
+    if (Buffer.isBuffer(value) || value instanceof Error) {
+        return value;
+    }
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) =>
+        [k, SENSITIVE_KEYS.has(k.toLowerCase()) && v !== undefined && v !== null ? REDACTED : redactSensitive(v, depth + 1)]));
+};
+
+/** Replaces sensitive query parameter values in a URL or query string, e.g. ?pre-authorized_code=… */
+export const redactQuery = (url: string): string =>
+    url.replace(/([?&])([^=&#]+)=([^&#]*)/g, (all, sep: string, key: string) =>
+        SENSITIVE_KEYS.has(decodeURIComponent(key).toLowerCase()) ? `${sep}${key}=${REDACTED}` : all);
+
+/**
+ * The console stays human-readable (pino-pretty, synchronous); LOG_TO_FILE adds JSON lines written synchronously
+ * so the file keeps message order even when the process dies.
+ */
+export const createLogger = (config: Pick<Config, 'log'>, options: { destination?: NodeJS.WritableStream } = {}): Logger => {
+    const streams: Pino.StreamEntry[] = [{
+        level: config.log.level,
+        stream: options.destination ?? PinoPretty({ sync: true, colorize: false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })
+    }];
+    if (config.log.toFile) {
+        Fs.mkdirSync(Path.dirname(config.log.filePath), { recursive: true });
+        streams.push({ level: config.log.level, stream: Pino.destination({ dest: config.log.filePath, sync: true, append: true }) });
+    }
+    return Pino({
+        level: config.log.level,
+        base: undefined,
+        timestamp: Pino.stdTimeFunctions.isoTime,
+        formatters: config.log.redact
+            ? { log: (object) => redactSensitive(object) as Record<string, unknown> }
+            : undefined,
+        serializers: { err: Pino.stdSerializers.err }
+    }, Pino.multistream(streams));
+};

@@ -1,0 +1,73 @@
+import type Joi from 'joi';
+import type { Database, Transaction } from '../db/database';
+
+export type Ownership = 'unmanaged' | 'file-managed';
+
+export interface StoredResource<T> {
+    spec: T;
+    version: number;
+    generation: number;
+    ownership: Ownership;
+    createdAt: string;
+    updatedAt: string;
+}
+
+export interface StoreScope {
+    db: Database;
+    trx: Transaction;
+    tenantId: string;
+    kind: ResourceKind;
+}
+
+/** Where a kind's documents live; the default keeps them in the shared `resources` table. */
+export interface ResourceStore<T = unknown> {
+    get(scope: StoreScope, id: string): Promise<StoredResource<T> | undefined>;
+    list(scope: StoreScope): Promise<Array<StoredResource<T>>>;
+    put(scope: StoreScope, id: string, resource: Omit<StoredResource<T>, 'createdAt' | 'updatedAt'>, existing?: StoredResource<T>): Promise<void>;
+    delete(scope: StoreScope, id: string): Promise<void>;
+}
+
+/** Migration warning raised by an upgrade step, e.g. PROVIDED_ATTESTATIONS_REMOVED. */
+export interface UpgradeWarning {
+    code: string;
+    message: string;
+}
+
+/** Upgrades a spec of version n to version n + 1. */
+export type Upgrade = (spec: any, warn: (warning: UpgradeWarning) => void) => any;
+
+export interface ResourceKind<T = any> {
+    /** e.g. CredentialConfig */
+    kind: string;
+    /** e.g. CredentialConfigFile: names the schema URL */
+    file: string;
+    /** Current version; documents of older versions are upgraded, newer ones rejected. */
+    version: number;
+    /** Schema of the current version: validates API bodies, imports, exports and generates the docs. */
+    schema: Joi.ObjectSchema<T>;
+    /** upgrades[n] turns a version-n spec into version n + 1. */
+    upgrades?: Record<number, Upgrade>;
+    dependsOn?: string[];
+    /** Dot paths of secret values (`*` matches any array element or key): redacted in audit, logs and exports. */
+    secrets?: string[];
+    /** Exists once per tenant and has no id of its own. */
+    singleton?: boolean;
+    /** The Tenant kind: its id is the tenant id, and it is written without a tenant in the context. */
+    isTenant?: boolean;
+    id(spec: T): string;
+    /** Path in a tenant folder: a file for singletons, a directory of `<id>.json` files otherwise. */
+    location: { file: string } | { dir: string };
+    /** Fills in what a tenant folder implies, e.g. the tenant id of info.json. */
+    fromFolder?(spec: any, tenantId: string): any;
+    store?: ResourceStore<T>;
+}
+
+export interface TenantContext {
+    /** Absent for tenant-less clients (tenant:manage). */
+    tenantId?: string;
+    /** Who acts: a client id, or `system:<component>` for the service itself. */
+    clientId: string;
+    roles: string[];
+    /** Joins the caller's transaction, e.g. one transaction for a tenant's whole import. */
+    trx?: Transaction;
+}

@@ -1,0 +1,268 @@
+import type Joi from 'joi';
+import { AuditLogModel } from '../db/models/audit-log';
+import type { Database, Transaction } from '../db/database';
+import { ConflictError, NotFoundError, ValidationError, joiDetails } from '../errors';
+import { canonicalJson, diffSpecs } from './diff';
+import type { Ownership, ResourceKind, ResourceStore, StoreScope, StoredResource, TenantContext, UpgradeWarning } from './kind';
+import { tableResourceStore } from './resource-store';
+import { parseSchemaUrl, schemaUrl } from './schema-url';
+
+export interface ConfigDocument {
+    $schema: string;
+    metadata?: { generation?: number; ownership?: Ownership };
+    spec: unknown;
+}
+
+export type WriteMode = 'create' | 'update' | 'upsert';
+
+export interface WriteOptions {
+    /** create: fail with 409 when it exists; update: 404 when missing; upsert: either. Default upsert. */
+    mode?: WriteMode;
+    /** Version of `spec`; older versions are upgraded. Default: the kind's current version. */
+    version?: number;
+    ownership?: Ownership;
+}
+
+export interface WriteResult<T = unknown> {
+    action: 'create' | 'update' | 'unchanged';
+    id: string;
+    spec: T;
+    resource: StoredResource<T>;
+    warnings: UpgradeWarning[];
+}
+
+export class RegistryError extends Error {
+    override name = 'RegistryError';
+}
+
+const schemaOptions: Joi.ValidationOptions = { abortEarly: false, convert: true, errors: { wrap: { label: '"' } } };
+
+/**
+ * Knows every resource kind. The one write path for configuration state: upgrade, validate, store and audit, in one
+ * transaction. The API, the startup import and bundles all go through it.
+ */
+export class Registry {
+    private readonly kinds = new Map<string, ResourceKind>();
+    private orderedKinds?: ResourceKind[];
+
+    register(kind: ResourceKind): void {
+        if (this.orderedKinds) {
+            throw new RegistryError(`Cannot register resource kind ${kind.kind}: the registry is sealed`);
+        }
+        if (this.kinds.has(kind.kind)) {
+            throw new RegistryError(`Resource kind ${kind.kind} is registered twice`);
+        }
+        if ([...this.kinds.values()].some((k) => k.file === kind.file)) {
+            throw new RegistryError(`Resource file name ${kind.file} is used by two kinds`);
+        }
+        this.kinds.set(kind.kind, kind);
+    }
+
+    /** Checks dependencies and fixes the dependency order; after this no kind can be added. */
+    seal(): void {
+        if (this.orderedKinds) {
+            return;
+        }
+        for (const kind of this.kinds.values()) {
+            for (const dep of kind.dependsOn ?? []) {
+                if (!this.kinds.has(dep)) {
+                    throw new RegistryError(`Resource kind ${kind.kind} depends on ${dep}, which no plugin registers`);
+                }
+            }
+        }
+        const ordered: ResourceKind[] = [];
+        const state = new Map<string, 'visiting' | 'done'>();
+        const visit = (kind: ResourceKind, trail: string[]) => {
+            if (state.get(kind.kind) === 'done') {
+                return;
+            }
+            if (state.get(kind.kind) === 'visiting') {
+                throw new RegistryError(`Resource kinds depend on each other in a cycle: ${[...trail, kind.kind].join(' -> ')}`);
+            }
+            state.set(kind.kind, 'visiting');
+            for (const dep of kind.dependsOn ?? []) {
+                visit(this.kinds.get(dep)!, [...trail, kind.kind]);
+            }
+            state.set(kind.kind, 'done');
+            ordered.push(kind);
+        };
+        for (const kind of this.kinds.values()) {
+            visit(kind, []);
+        }
+        this.orderedKinds = ordered;
+    }
+
+    get sealed(): boolean {
+        return !!this.orderedKinds;
+    }
+
+    /** Every kind, dependencies before dependents. */
+    ordered(): ResourceKind[] {
+        if (!this.orderedKinds) {
+            throw new RegistryError('The registry is not sealed yet');
+        }
+        return this.orderedKinds;
+    }
+
+    has(kind: string): boolean {
+        return this.kinds.has(kind);
+    }
+
+    kind<T = unknown>(name: string): ResourceKind<T> {
+        const kind = this.kinds.get(name);
+        if (!kind) {
+            throw new RegistryError(`Unknown resource kind ${name}`);
+        }
+        return kind as ResourceKind<T>;
+    }
+
+    kindForSchema(url: unknown): { kind: ResourceKind; version: number } {
+        const parsed = typeof url === 'string' ? parseSchemaUrl(url) : undefined;
+        const kind = parsed && [...this.kinds.values()].find((k) => k.file === parsed.file);
+        if (!parsed || !kind) {
+            throw new ValidationError(`Unknown $schema ${JSON.stringify(url)}`, [{ path: '$schema', message: 'is not a schema this service knows' }]);
+        }
+        if (parsed.version > kind.version) {
+            throw new ValidationError(`${kind.file} version ${parsed.version} is newer than this service supports (${kind.version})`, [{ path: '$schema', message: 'version is too new' }]);
+        }
+        return { kind, version: parsed.version };
+    }
+
+    schemaUrl(kind: ResourceKind, version = kind.version): string {
+        return schemaUrl(kind.file, version);
+    }
+
+    /** Upgrades a spec from `version` to the kind's current version, step by step. */
+    upgrade<T>(kind: ResourceKind<T>, spec: unknown, version = kind.version): { spec: unknown; warnings: UpgradeWarning[] } {
+        const warnings: UpgradeWarning[] = [];
+        let current = spec;
+        for (let v = version; v < kind.version; v++) {
+            const step = kind.upgrades?.[v];
+            if (!step) {
+                throw new RegistryError(`${kind.kind} has no upgrade from version ${v} to ${v + 1}`);
+            }
+            current = step(structuredClone(current), (w) => warnings.push(w));
+        }
+        return { spec: current, warnings };
+    }
+
+    /** Upgrades and validates; throws ValidationError with one detail per problem. */
+    validate<T>(kind: ResourceKind<T>, spec: unknown, version = kind.version): { spec: T; warnings: UpgradeWarning[] } {
+        const upgraded = this.upgrade(kind, spec, version);
+        const { value, error } = kind.schema.validate(upgraded.spec, schemaOptions);
+        if (error) {
+            throw new ValidationError(`${kind.file} is invalid: ${error.message}`, joiDetails(error));
+        }
+        return { spec: value as T, warnings: upgraded.warnings };
+    }
+
+    /** Splits a configuration document into kind, version and spec. */
+    parseDocument(doc: unknown): { kind: ResourceKind; version: number; spec: unknown; metadata?: ConfigDocument['metadata'] } {
+        if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+            throw new ValidationError('A configuration document must be a JSON object');
+        }
+        const { $schema, spec, metadata, ...rest } = doc as ConfigDocument;
+        const unknown = Object.keys(rest);
+        if (unknown.length) {
+            throw new ValidationError(`Unknown document field ${unknown[0]}`, unknown.map((k) => ({ path: k, message: 'is not allowed' })));
+        }
+        if (spec === undefined) {
+            throw new ValidationError('A configuration document needs a spec', [{ path: 'spec', message: 'is required' }]);
+        }
+        const { kind, version } = this.kindForSchema($schema);
+        return { kind, version, spec, metadata };
+    }
+
+    private scope(ctx: TenantContext, kind: ResourceKind, db: Database, trx: Transaction, id?: string): StoreScope {
+        const tenantId = kind.isTenant ? id : ctx.tenantId;
+        if (!tenantId) {
+            throw new NotFoundError(`${kind.kind} needs a tenant`);
+        }
+        return { db, trx, tenantId, kind };
+    }
+
+    private store(kind: ResourceKind): ResourceStore {
+        return kind.store ?? tableResourceStore;
+    }
+
+    private idOf(kind: ResourceKind, spec: unknown): string {
+        return kind.singleton ? kind.kind : kind.id(spec);
+    }
+
+    async get<T>(db: Database, ctx: TenantContext, kindName: string, id?: string): Promise<StoredResource<T> | undefined> {
+        const kind = this.kind<T>(kindName);
+        const key = kind.singleton ? kind.kind : id!;
+        return db.transaction((trx) => this.store(kind).get(this.scope(ctx, kind, db, trx, key), key), ctx.trx) as Promise<StoredResource<T> | undefined>;
+    }
+
+    async list<T>(db: Database, ctx: TenantContext, kindName: string): Promise<Array<StoredResource<T>>> {
+        const kind = this.kind<T>(kindName);
+        return db.transaction((trx) => this.store(kind).list(this.scope(ctx, kind, db, trx)), ctx.trx) as Promise<Array<StoredResource<T>>>;
+    }
+
+    /** The single write path for configuration state. */
+    async write<T>(db: Database, ctx: TenantContext, kindName: string, input: unknown, options: WriteOptions = {}): Promise<WriteResult<T>> {
+        const kind = this.kind<T>(kindName);
+        const { spec, warnings } = this.validate(kind, input, options.version ?? kind.version);
+        const id = this.idOf(kind, spec);
+        const mode = options.mode ?? 'upsert';
+
+        return db.transaction(async (trx) => {
+            const scope = this.scope(ctx, kind, db, trx, id);
+            const store = this.store(kind);
+            const existing = await store.get(scope, id) as StoredResource<T> | undefined;
+            if (existing && mode === 'create') {
+                throw new ConflictError(`${kind.kind} ${id} already exists`);
+            }
+            if (!existing && mode === 'update') {
+                throw new NotFoundError(`${kind.kind} ${id} not found`);
+            }
+            const ownership = options.ownership ?? existing?.ownership ?? 'unmanaged';
+            if (existing && existing.ownership === ownership && canonicalJson(existing.spec) === canonicalJson(spec)) {
+                return { action: 'unchanged', id, spec, resource: existing, warnings };
+            }
+            const resource = { spec, version: kind.version, generation: existing ? existing.generation + 1 : 1, ownership };
+            await store.put(scope, id, resource, existing);
+            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, spec, kind.secrets));
+            const stored = await store.get(scope, id) as StoredResource<T>;
+            return { action: existing ? 'update' : 'create', id, spec, resource: stored, warnings };
+        }, ctx.trx);
+    }
+
+    async remove(db: Database, ctx: TenantContext, kindName: string, id?: string): Promise<void> {
+        const kind = this.kind(kindName);
+        const key = kind.singleton ? kind.kind : id!;
+        await db.transaction(async (trx) => {
+            const scope = this.scope(ctx, kind, db, trx, key);
+            const store = this.store(kind);
+            const existing = await store.get(scope, key);
+            if (!existing) {
+                throw new NotFoundError(`${kind.kind} ${key} not found`);
+            }
+            // Written before the delete: deleting a tenant cascades to its audit entries, so that entry is global.
+            await this.audit(db, trx, ctx, kind.isTenant ? null : scope.tenantId, 'delete', kind, key, diffSpecs(existing.spec, {}, kind.secrets));
+            await store.delete(scope, key);
+        }, ctx.trx);
+    }
+
+    private async audit(db: Database, trx: Transaction, ctx: TenantContext, tenantId: string | null, action: string, kind: ResourceKind, id: string, changes: unknown): Promise<void> {
+        await db.model(AuditLogModel).query(trx).insert({
+            tenantId,
+            actor: ctx.clientId,
+            action,
+            kind: kind.kind,
+            resourceId: kind.singleton ? null : id,
+            changes,
+            createdAt: new Date().toISOString()
+        });
+    }
+
+    /** The canonical document of a stored resource, secrets left as they are (callers redact for export). */
+    toDocument(kind: ResourceKind, resource: StoredResource<unknown>): ConfigDocument {
+        return {
+            $schema: this.schemaUrl(kind),
+            metadata: { generation: resource.generation, ownership: resource.ownership },
+            spec: resource.spec
+        };
+    }
+}

@@ -1,0 +1,13 @@
+import type { Knex } from 'knex';
+import * as foundation from './20261125_0001_foundation';
+
+export interface Migration {
+    name: string;
+    up(knex: Knex): Promise<void>;
+    down(knex: Knex): Promise<void>;
+}
+
+/** Ordered: knex applies them in this order and records each by name. Append, never reorder. */
+export const migrations: Migration[] = [
+    { name: '20261125_0001_foundation', ...foundation }
+];

@@ -9,6 +9,8 @@ import Joi from 'joi';
 const bool = (fallback: boolean) => Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off').default(fallback);
 const seconds = (fallback: number, min = 1) => Joi.number().integer().min(min).default(fallback);
 
+const encryptionKey = Joi.string().pattern(/^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, '32 bytes as hex or base64');
+
 const envSchema = Joi.object({
     NODE_ENV: Joi.string().valid('development', 'production', 'test').default('production'),
     PORT: Joi.number().port().default(3000),
@@ -17,6 +19,7 @@ const envSchema = Joi.object({
         .when('NODE_ENV', { is: 'development', then: Joi.optional().default('http://localhost:3000'), otherwise: Joi.required() }),
     FOLDER: Joi.string().default(() => Path.resolve(process.cwd(), '../../tmp')),
     WORKER: Joi.string().valid('on', 'off').default('on'),
+    HALLMARK_MANIFEST: Joi.string(),
 
     DB_TYPE: Joi.string().valid('sqlite', 'postgres').default('sqlite'),
     DB_HOST: Joi.string().when('DB_TYPE', { is: 'postgres', then: Joi.required() }),
@@ -34,7 +37,15 @@ const envSchema = Joi.object({
     DB_SYNCHRONIZE: bool(false),
 
     MASTER_SECRET: Joi.string().min(32),
-    ENCRYPTION_KEY: Joi.string().pattern(/^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, '32 bytes as hex or base64'),
+    ENCRYPTION_KEY: encryptionKey,
+    ENCRYPTION_KEY_PREVIOUS: Joi.string().custom((value: string, helpers) => {
+        for (const key of value.split(',')) {
+            if (encryptionKey.validate(key.trim()).error) {
+                return helpers.message({ custom: '"ENCRYPTION_KEY_PREVIOUS" must be a comma-separated list of 32-byte keys (hex or base64)' });
+            }
+        }
+        return value;
+    }),
     AUTH_CLIENT_ID: Joi.string(),
     AUTH_CLIENT_SECRET: Joi.string().min(16),
     AUTH_TOKEN_TTL: seconds(3600, 60),
@@ -99,7 +110,9 @@ export interface Config {
     folder: string;
     worker: boolean;
     db: DatabaseConfig & { migrationsRun: boolean; synchronize: boolean };
-    secrets: { masterSecret?: string; encryptionKey?: string };
+    /** Module name or path of the manifest to start; the default manifest when absent. */
+    manifest?: string;
+    secrets: { masterSecret?: string; encryptionKey?: string; previousEncryptionKeys: string[] };
     auth: {
         clientId?: string;
         clientSecret?: string;
@@ -175,7 +188,12 @@ export const loadConfig = (source: Record<string, string | undefined> = process.
         folder: Path.resolve(env.FOLDER),
         worker: env.WORKER === 'on',
         db: { ...db, migrationsRun: env.DB_MIGRATIONS_RUN, synchronize: env.DB_SYNCHRONIZE },
-        secrets: { masterSecret: env.MASTER_SECRET, encryptionKey: env.ENCRYPTION_KEY },
+        manifest: env.HALLMARK_MANIFEST,
+        secrets: {
+            masterSecret: env.MASTER_SECRET,
+            encryptionKey: env.ENCRYPTION_KEY,
+            previousEncryptionKeys: (env.ENCRYPTION_KEY_PREVIOUS ?? '').split(',').map((k: string) => k.trim()).filter(Boolean)
+        },
         auth: {
             clientId: env.AUTH_CLIENT_ID,
             clientSecret: env.AUTH_CLIENT_SECRET,

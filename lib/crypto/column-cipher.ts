@@ -34,14 +34,16 @@ export class ColumnCipher {
         }
     }
 
-    static fromSecrets(secrets: { masterSecret?: string; encryptionKey?: string }): ColumnCipher {
+    /** ENCRYPTION_KEY wins; otherwise a key derived from MASTER_SECRET. Previous keys only decrypt. */
+    static fromSecrets(secrets: { masterSecret?: string; encryptionKey?: string; previousEncryptionKeys?: string[] }): ColumnCipher {
+        const previous = (secrets.previousEncryptionKeys ?? []).map(parseKey);
         if (secrets.encryptionKey) {
-            return new ColumnCipher(parseKey(secrets.encryptionKey));
+            return new ColumnCipher(parseKey(secrets.encryptionKey), previous);
         }
         if (!secrets.masterSecret) {
             throw new Error('Column encryption needs ENCRYPTION_KEY or MASTER_SECRET');
         }
-        return new ColumnCipher(deriveKeyFromMasterSecret(secrets.masterSecret));
+        return new ColumnCipher(deriveKeyFromMasterSecret(secrets.masterSecret), previous);
     }
 
     encrypt(plaintext: string): string {

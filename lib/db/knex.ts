@@ -1,6 +1,7 @@
 import Fs from 'node:fs';
 import Path from 'node:path';
 import Knex, { type Knex as KnexType } from 'knex';
+import { knexSnakeCaseMappers } from 'objection';
 import type { DatabaseConfig } from '../config';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -13,6 +14,7 @@ export const createKnex = (db: DatabaseConfig): KnexType => {
             Fs.mkdirSync(Path.dirname(db.filename), { recursive: true });
         }
         return Knex({
+            ...knexSnakeCaseMappers(),
             client: 'better-sqlite3',
             connection: { filename: db.filename },
             useNullAsDefault: true,
@@ -37,6 +39,7 @@ export const createKnex = (db: DatabaseConfig): KnexType => {
 
     const read = (path?: string) => (path ? Fs.readFileSync(path, 'utf8') : undefined);
     return Knex({
+        ...knexSnakeCaseMappers(),
         client: 'pg',
         connection: {
             host: db.host,

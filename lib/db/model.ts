@@ -1,8 +1,8 @@
-import { Model, snakeCaseMappers, type Pojo } from 'objection';
+import { Model, type Pojo } from 'objection';
 import type { ColumnCipher } from '../crypto/column-cipher';
 
 /**
- * Base model: camelCase properties over snake_case columns, ISO-8601 timestamps on both dialects, JSON text
+ * Base model: camelCase properties over snake_case columns (the knex instance maps identifiers), ISO-8601 timestamps on both dialects, JSON text
  * columns and encrypted columns. `encryptedColumns` name properties whose values are sealed with the column cipher
  * of the database the model is bound to (see Database.model), so two servers in one process never share a key.
  */
@@ -10,10 +10,6 @@ export class BaseModel extends Model {
     static encryptedColumns: string[] = [];
     static jsonColumns: string[] = [];
     static cipher?: ColumnCipher;
-
-    static override get columnNameMappers() {
-        return snakeCaseMappers();
-    }
 
     private static cipherOrThrow(): ColumnCipher {
         if (!this.cipher) {

@@ -19,7 +19,7 @@ export const PG = {
     host: process.env.HALLMARK_TEST_PG_HOST ?? '127.0.0.1',
     port: Number(process.env.HALLMARK_TEST_PG_PORT ?? 5432),
     user: process.env.HALLMARK_TEST_PG_USER ?? 'postgres',
-    password: process.env.HALLMARK_TEST_PG_PASSWORD ?? ''
+    password: process.env.HALLMARK_TEST_PG_PASSWORD ?? 'postgres'
 };
 
 export interface TestDatabase {

@@ -3,7 +3,7 @@ import { BaseModel } from '../model';
 /** A configuration document of any registered kind except Tenant. Specs of kinds with secrets are encrypted. */
 export class ResourceModel extends BaseModel {
     static override tableName = 'resources';
-    static override idColumn = ['tenant_id', 'kind', 'id'];
+    static override idColumn = ['tenantId', 'kind', 'id'];
     static override jsonColumns = ['spec'];
 
     tenantId!: string;

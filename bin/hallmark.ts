@@ -1,0 +1,98 @@
+import type Hapi from '@hapi/hapi';
+import { createServer, type Manifest } from '../lib/compose';
+import { ConfigError, loadConfig, type Config } from '../lib/config';
+import { ColumnCipher } from '../lib/crypto/column-cipher';
+import { Database } from '../lib/db/database';
+import { migrateLatest, migrationStatus } from '../lib/db/migrate';
+import { createLogger, type Logger } from '../lib/logging';
+
+const USAGE = `Usage: hallmark <command>
+
+Commands:
+  start               start the service (manifest: HALLMARK_MANIFEST or the default manifest)
+  migrate             apply pending database migrations
+  migrate:status      list applied and pending migrations
+`;
+
+const loadManifest = (name?: string): Manifest => {
+    const mod = name ? require(require.resolve(name, { paths: [process.cwd()] })) : require('../manifests/default');
+    return mod.manifest ?? mod.default ?? mod;
+};
+
+const withDatabase = async <T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> => {
+    const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets));
+    try {
+        return await fn(db);
+    }
+    finally {
+        await db.close();
+    }
+};
+
+const start = async (config: Config, log: Logger, manifestName?: string): Promise<Hapi.Server> => {
+    const server = await createServer(loadManifest(manifestName), config, { logger: log });
+    let stopping = false;
+    const shutdown = async (signal: string) => {
+        if (stopping) {
+            return;
+        }
+        stopping = true;
+        log.info({ signal }, 'shutting down: finishing in-flight requests');
+        await server.stop({ timeout: 10_000 });
+        log.info('stopped');
+        process.exit(0);
+    };
+    process.once('SIGTERM', () => void shutdown('SIGTERM'));
+    process.once('SIGINT', () => void shutdown('SIGINT'));
+    await server.start();
+    log.info({ url: server.info.uri, publicUrl: config.publicUrl, database: config.db.type }, 'Hallmark listening');
+    return server;
+};
+
+const main = async (argv: string[]): Promise<void> => {
+    const [command] = argv;
+    if (!command || command === '--help' || command === '-h') {
+        process.stdout.write(USAGE);
+        return;
+    }
+    let config: Config;
+    try {
+        config = loadConfig(process.env);
+    }
+    catch (err) {
+        if (err instanceof ConfigError) {
+            process.stderr.write(`${err.message}\n`);
+            process.exit(2);
+        }
+        throw err;
+    }
+    const log = createLogger(config);
+
+    switch (command) {
+        case 'start':
+            await start(config, log, config.manifest);
+            return;
+        case 'migrate': {
+            const applied = await withDatabase(config, (db) => migrateLatest(db.knex));
+            process.stdout.write(applied.length ? `Applied ${applied.length} migration(s):\n${applied.map((m) => `  ${m}`).join('\n')}\n` : 'Database is up to date.\n');
+            return;
+        }
+        case 'migrate:status': {
+            const status = await withDatabase(config, (db) => migrationStatus(db.knex));
+            process.stdout.write([
+                ...status.completed.map((m) => `applied  ${m}`),
+                ...status.pending.map((m) => `pending  ${m}`),
+                `${status.completed.length} applied, ${status.pending.length} pending`
+            ].join('\n') + '\n');
+            return;
+        }
+        default:
+            process.stderr.write(`Unknown command ${command}\n\n${USAGE}`);
+            process.exit(2);
+    }
+};
+
+main(process.argv.slice(2)).catch((err) => {
+    process.stderr.write(`hallmark: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.exit(1);
+});

@@ -1,0 +1,14 @@
+import type { Manifest } from '../lib/compose';
+import * as core from '../plugins/core';
+import * as docs from '../plugins/docs';
+import * as tenancy from '../plugins/tenancy';
+
+/** Every plugin: the full service. A host composes its own manifest with a subset. */
+export const manifest: Manifest = {
+    name: 'default',
+    plugins: [
+        { plugin: core.plugin },
+        { plugin: tenancy.plugin },
+        { plugin: docs.plugin }
+    ]
+};

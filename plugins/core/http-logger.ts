@@ -1,0 +1,35 @@
+import type Hapi from '@hapi/hapi';
+import type { Config } from '../../lib/config';
+import { redactQuery, redactSensitive } from '../../lib/logging';
+
+const captureBody = (source: unknown, maxLength: number, redact: boolean): string | undefined => {
+    if (source === null || source === undefined || typeof (source as NodeJS.ReadableStream).pipe === 'function') {
+        return undefined;
+    }
+    const text = typeof source === 'string' || Buffer.isBuffer(source)
+        ? source.toString()
+        : JSON.stringify(redact ? redactSensitive(source) : source);
+    return maxLength > 0 && text.length > maxLength ? `${text.slice(0, maxLength)}…[truncated]` : text;
+};
+
+/** LOG_ENABLE_HTTP_LOGGER: one line per response; LOG_HTTP_RESPONSE_BODY adds the (redacted, truncated) body. */
+export const registerHttpLogger = (server: Hapi.Server, config: Config): void => {
+    if (!config.log.http) {
+        return;
+    }
+    server.events.on('response', (request) => {
+        const response = request.response as Hapi.ResponseObject | null;
+        const status = response?.statusCode ?? (request.response as any)?.output?.statusCode;
+        const path = config.log.redact ? redactQuery(request.url.pathname + request.url.search) : request.url.pathname + request.url.search;
+        const line: Record<string, unknown> = {
+            method: request.method.toUpperCase(),
+            path,
+            statusCode: status,
+            ms: Date.now() - request.info.received
+        };
+        if (config.log.httpResponseBody && response && 'source' in response) {
+            line.responseBody = captureBody(response.source, config.log.httpResponseBodyMaxLength, config.log.redact);
+        }
+        request.server.app.log.info(line, 'http');
+    });
+};

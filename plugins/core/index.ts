@@ -1,0 +1,84 @@
+import type Hapi from '@hapi/hapi';
+import { importConfigFolder } from '../../lib/config-import';
+import { ColumnCipher } from '../../lib/crypto/column-cipher';
+import { Database } from '../../lib/db/database';
+import { migrateLatest, migrationStatus } from '../../lib/db/migrate';
+import { createJobRunner, type JobDefinition, type JobRunner } from '../../lib/jobs';
+import type { ResourceKind } from '../../lib/registry/kind';
+import { Registry } from '../../lib/registry/registry';
+import { mapErrors } from './error-mapping';
+import { registerHttpLogger } from './http-logger';
+import { healthRoutes } from './routes/health';
+
+declare module '@hapi/hapi' {
+    interface Server {
+        db: Database;
+        registry: Registry;
+        jobs: JobRunner;
+        /** Adds a configuration resource kind: API validation, startup import, export and audit follow from it. */
+        registerResource(kind: ResourceKind): void;
+        registerJob(job: JobDefinition): void;
+    }
+}
+
+/**
+ * The framework core every other plugin builds on: database, registry, jobs, error mapping, version header,
+ * health. Start-up order: migrate, seal the registry, import CONFIG_FOLDER, then (after listening) start jobs.
+ */
+export const plugin: Hapi.Plugin<Record<string, never>> = {
+    name: 'hallmark-core',
+    register(server) {
+        const { config, log } = server.app;
+        const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets));
+        const registry = new Registry();
+        const jobs = createJobRunner({ db: config.db, log });
+
+        server.decorate('server', 'db', db);
+        server.decorate('server', 'registry', registry);
+        server.decorate('server', 'jobs', jobs);
+        server.decorate('server', 'registerResource', (kind: ResourceKind) => registry.register(kind));
+        server.decorate('server', 'registerJob', (job: JobDefinition) => jobs.register(job));
+
+        server.ext('onPreResponse', mapErrors);
+        server.ext('onPreResponse', (request, h) => {
+            const response = request.response as Hapi.ResponseObject;
+            response.header?.('X-Hallmark-Version', config.version);
+            return h.continue;
+        });
+        registerHttpLogger(server, config);
+        server.route(healthRoutes);
+
+        server.ext('onPreStart', async () => {
+            if (config.db.migrationsRun || config.db.synchronize) {
+                const applied = await migrateLatest(db.knex);
+                if (applied.length) {
+                    log.info({ migrations: applied }, 'database migrated');
+                }
+            }
+            else {
+                const { pending } = await migrationStatus(db.knex);
+                if (pending.length) {
+                    log.warn({ pending }, `DB_MIGRATIONS_RUN is false and ${pending.length} migration(s) are pending: run "hallmark migrate"`);
+                }
+            }
+            registry.seal();
+            if (config.configImport.folder) {
+                await importConfigFolder({
+                    folder: config.configImport.folder,
+                    registry,
+                    db,
+                    log,
+                    variables: config.configImport.variables,
+                    unresolvedPlaceholders: config.configImport.unresolvedPlaceholders
+                });
+            }
+        });
+        server.ext('onPostStart', async () => {
+            if (config.worker) {
+                await jobs.start();
+            }
+        });
+        server.ext('onPreStop', () => jobs.stop());
+        server.ext('onPostStop', () => db.close());
+    }
+};

@@ -1,0 +1,39 @@
+import type Hapi from '@hapi/hapi';
+import Inert from '@hapi/inert';
+import Vision from '@hapi/vision';
+import HapiSwagger from 'hapi-swagger';
+
+/**
+ * Swagger UI at /api/docs and the machine-readable description at /api/docs-json, generated from the joi schemas
+ * of every route tagged `api`. GET /api leads to the UI.
+ */
+export const plugin: Hapi.Plugin<Record<string, never>> = {
+    name: 'hallmark-docs',
+    dependencies: ['hallmark-core'],
+    async register(server) {
+        const { config } = server.app;
+        await server.register([
+            Inert,
+            Vision,
+            {
+                plugin: HapiSwagger,
+                options: {
+                    info: { title: 'Hallmark management API', version: config.version, description: 'Configuration, offers, requests and sessions of a Hallmark tenant. Wallet-facing protocol endpoints are not part of this description.' },
+                    documentationPath: '/api/docs',
+                    jsonPath: '/api/docs-json',
+                    swaggerUIPath: '/api/swaggerui/',
+                    routesBasePath: '/api/swaggerui/',
+                    grouping: 'tags',
+                    sortEndpoints: 'ordered',
+                    auth: false
+                } satisfies HapiSwagger.RegisterOptions
+            }
+        ]);
+        server.route({
+            method: 'GET',
+            path: '/api',
+            options: { auth: false, description: 'Redirects to the API documentation at /api/docs' },
+            handler: (_request, h) => h.redirect('/api/docs')
+        });
+    }
+};

@@ -1,0 +1,54 @@
+import type Hapi from '@hapi/hapi';
+import Pino from 'pino';
+import { createServer, type Manifest } from '../../lib/compose';
+import { loadConfig, type Config } from '../../lib/config';
+import { manifest as defaultManifest } from '../../manifests/default';
+import { createTestDatabase, type DialectName, type TestDatabase } from './databases';
+
+export const ROOT_CLIENT = { id: 'root', secret: 'root-secret-for-tests-0123456789' };
+
+/** The environment of a test server: development-free, quiet, no background jobs unless asked. */
+export const testEnv = (db: TestDatabase, extra: Record<string, string> = {}): Record<string, string> => ({
+    NODE_ENV: 'test',
+    PUBLIC_URL: 'http://hallmark.test',
+    MASTER_SECRET: 'test-master-secret-0123456789-abcdefghij',
+    AUTH_CLIENT_ID: ROOT_CLIENT.id,
+    AUTH_CLIENT_SECRET: ROOT_CLIENT.secret,
+    LOG_LEVEL: 'error',
+    WORKER: 'off',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    ...db.env,
+    ...extra
+});
+
+export interface TestServer {
+    server: Hapi.Server;
+    config: Config;
+    database: TestDatabase;
+    stop(): Promise<void>;
+}
+
+/** A fresh server on a fresh database, initialized (migrated, registry sealed, import done) but not listening. */
+export const startTestServer = async (dialect: DialectName, options: { manifest?: Manifest; env?: Record<string, string>; listen?: boolean; logger?: Pino.Logger } = {}): Promise<TestServer> => {
+    const database = await createTestDatabase(dialect);
+    const config = loadConfig(testEnv(database, options.env));
+    const server = await createServer(options.manifest ?? defaultManifest, config, { logger: options.logger ?? Pino({ level: 'silent' }) });
+    try {
+        await (options.listen ? server.start() : server.initialize());
+    }
+    catch (err) {
+        await server.stop().catch(() => undefined);
+        await database.drop();
+        throw err;
+    }
+    return {
+        server,
+        config,
+        database,
+        async stop() {
+            await server.stop();
+            await database.drop();
+        }
+    };
+};

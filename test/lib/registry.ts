@@ -1,0 +1,183 @@
+import Crypto from 'node:crypto';
+import { expect } from '@hapi/code';
+import * as Lab from '@hapi/lab';
+import Joi from 'joi';
+import { ColumnCipher } from '../../lib/crypto/column-cipher';
+import { Database } from '../../lib/db/database';
+import { migrateLatest } from '../../lib/db/migrate';
+import { AuditLogModel } from '../../lib/db/models/audit-log';
+import type { ResourceKind, TenantContext } from '../../lib/registry/kind';
+import { Registry } from '../../lib/registry/registry';
+import { tenantKind } from '../../resources/tenant';
+import { createTestDatabase, DIALECTS, type TestDatabase } from '../helpers/databases';
+
+export const lab = Lab.script();
+const { describe, it, before, after } = lab;
+
+interface Hook {
+    id: string;
+    url: string;
+    auth: { type: 'none' } | { type: 'apiKey'; config: { headerName: string; value: string } };
+}
+
+const hookKind: ResourceKind<Hook> = {
+    kind: 'Hook',
+    file: 'HookConfigFile',
+    version: 2,
+    schema: Joi.object({
+        id: Joi.string().required(),
+        url: Joi.string().uri().required(),
+        auth: Joi.alternatives(
+            Joi.object({ type: Joi.string().valid('none').required() }),
+            Joi.object({ type: Joi.string().valid('apiKey').required(), config: Joi.object({ headerName: Joi.string().required(), value: Joi.string().required() }).required() })
+        ).required()
+    }),
+    // v1 had `target` instead of `url`
+    upgrades: { 1: ({ target, ...rest }: any, warn) => (warn({ code: 'RENAMED', message: 'target became url' }), { ...rest, url: target }) },
+    dependsOn: ['Tenant'],
+    secrets: ['auth.config.value'],
+    id: (spec) => spec.id,
+    location: { dir: 'hooks' }
+};
+
+const kind = (name: string, dependsOn: string[] = []): ResourceKind => ({
+    kind: name, file: `${name}File`, version: 1, schema: Joi.object({ id: Joi.string() }), dependsOn, id: (s: any) => s.id, location: { dir: name }
+});
+
+describe('registry without a database', () => {
+    it('orders kinds by their dependencies', () => {
+        const r = new Registry();
+        r.register(kind('C', ['B']));
+        r.register(kind('B', ['A']));
+        r.register(kind('A'));
+        r.seal();
+        expect(r.ordered().map((k) => k.kind)).to.equal(['A', 'B', 'C']);
+    });
+
+    it('fails to seal on an unknown dependency, naming it', () => {
+        const r = new Registry();
+        r.register(kind('A', ['Missing']));
+        expect(() => r.seal()).to.throw(/A depends on Missing, which no plugin registers/);
+    });
+
+    it('fails to seal on a dependency cycle, naming the cycle', () => {
+        const r = new Registry();
+        r.register(kind('A', ['B']));
+        r.register(kind('B', ['A']));
+        expect(() => r.seal()).to.throw(/cycle: A -> B -> A/);
+    });
+
+    it('refuses kinds after sealing and twice-registered kinds', () => {
+        const r = new Registry();
+        r.register(kind('A'));
+        expect(() => r.register(kind('A'))).to.throw(/registered twice/);
+        r.seal();
+        expect(() => r.register(kind('B'))).to.throw(/sealed/);
+    });
+
+    it('upgrades old versions with warnings and rejects newer versions and unknown schemas', () => {
+        const r = new Registry();
+        r.register(tenantKind);
+        r.register(hookKind);
+        r.seal();
+        const parsed = r.parseDocument({ $schema: 'https://schemas.hallmark.dev/config/v1/HookConfigFile.schema.json', spec: { id: 'h', target: 'https://example.com', auth: { type: 'none' } } });
+        const { spec, warnings } = r.validate(parsed.kind, parsed.spec, parsed.version);
+        expect(spec).to.equal({ id: 'h', url: 'https://example.com', auth: { type: 'none' } });
+        expect(warnings).to.equal([{ code: 'RENAMED', message: 'target became url' }]);
+        expect(() => r.parseDocument({ $schema: 'https://schemas.hallmark.dev/config/v3/HookConfigFile.schema.json', spec: {} })).to.throw(/newer than this service supports/);
+        expect(() => r.parseDocument({ $schema: 'https://example.com/other.json', spec: {} })).to.throw(/Unknown \$schema/);
+        expect(() => r.parseDocument({ $schema: r.schemaUrl(hookKind), spec: {}, extra: 1 })).to.throw(/Unknown document field extra/);
+    });
+});
+
+for (const dialect of DIALECTS) {
+    describe(`registry write path (${dialect})`, () => {
+        let testDb: TestDatabase;
+        let db: Database;
+        const registry = new Registry();
+        registry.register(tenantKind);
+        registry.register(hookKind);
+        registry.seal();
+        const admin: TenantContext = { clientId: 'root', roles: ['tenant:manage'] };
+        const acme: TenantContext = { tenantId: 'acme', clientId: 'acme-admin', roles: ['tenant:admin'] };
+        const other: TenantContext = { tenantId: 'other', clientId: 'other-admin', roles: ['tenant:admin'] };
+
+        before(async () => {
+            testDb = await createTestDatabase(dialect);
+            db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
+            await migrateLatest(db.knex);
+            await registry.write(db, admin, 'Tenant', { id: 'acme', name: 'Acme' });
+            await registry.write(db, admin, 'Tenant', { id: 'other', name: 'Other' });
+        });
+        after(async () => {
+            await db.close();
+            await testDb.drop();
+        });
+
+        it('creates, updates, reports unchanged, and audits each change with redacted secrets', async () => {
+            const spec = { id: 'h1', url: 'https://hooks.example.com', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: 'top-secret-value' } } };
+            const created = await registry.write(db, acme, 'Hook', spec, { mode: 'create' });
+            expect(created.action).to.equal('create');
+            expect(created.resource.generation).to.equal(1);
+            const again = await registry.write(db, acme, 'Hook', spec);
+            expect(again.action).to.equal('unchanged');
+            const updated = await registry.write(db, acme, 'Hook', { ...spec, url: 'https://hooks2.example.com' });
+            expect(updated.action).to.equal('update');
+            expect(updated.resource.generation).to.equal(2);
+
+            const audit = await db.model(AuditLogModel).query().where({ tenantId: 'acme', kind: 'Hook' }).orderBy('id');
+            expect(audit.map((a) => a.action)).to.equal(['create', 'update']);
+            expect(audit[0]!.actor).to.equal('acme-admin');
+            expect(JSON.stringify(audit)).to.not.contain('top-secret-value');
+            expect(audit[0]!.changes).to.contain({ path: 'auth', after: { type: 'apiKey', config: { headerName: 'X-Key', value: '[redacted]' } } });
+            expect(audit[1]!.changes).to.equal([{ path: 'url', before: 'https://hooks.example.com', after: 'https://hooks2.example.com' }]);
+        });
+
+        it('stores specs of kinds with secrets encrypted', async () => {
+            const raw = await db.knex('resources').where({ tenant_id: 'acme', kind: 'Hook', id: 'h1' }).first();
+            expect(raw.spec).to.not.contain('top-secret-value');
+            expect(raw.spec).to.not.contain('hooks2.example.com');
+            expect(raw.spec.startsWith('hm1.')).to.be.true();
+            const read = await registry.get<Hook>(db, acme, 'Hook', 'h1');
+            expect(read!.spec.auth).to.equal({ type: 'apiKey', config: { headerName: 'X-Key', value: 'top-secret-value' } });
+        });
+
+        it('rejects create of an existing id (409), update of a missing id (404) and invalid specs (400 with details)', async () => {
+            await expect(registry.write(db, acme, 'Hook', { id: 'h1', url: 'https://x.example', auth: { type: 'none' } }, { mode: 'create' })).to.reject(/already exists/);
+            await expect(registry.write(db, acme, 'Hook', { id: 'nope', url: 'https://x.example', auth: { type: 'none' } }, { mode: 'update' })).to.reject(/not found/);
+            const err = await expect(registry.write(db, acme, 'Hook', { id: 'h2', url: 'https://x.example', auth: { type: 'none' }, extra: true })).to.reject();
+            expect((err as any).status).to.equal(400);
+            expect((err as any).details).to.equal([{ path: 'extra', message: '"extra" is not allowed' }]);
+        });
+
+        it('scopes every read and delete by the context tenant', async () => {
+            expect(await registry.get(db, other, 'Hook', 'h1')).to.be.undefined();
+            expect(await registry.list(db, other, 'Hook')).to.equal([]);
+            await expect(registry.remove(db, other, 'Hook', 'h1')).to.reject(/not found/);
+            expect(await registry.get(db, acme, 'Hook', 'h1')).to.exist();
+        });
+
+        it('writes nothing, audit included, when the surrounding transaction fails', async () => {
+            const before = await db.model(AuditLogModel).query().resultSize();
+            await expect(db.knex.transaction(async (trx) => {
+                await registry.write(db, { ...acme, trx }, 'Hook', { id: 'h3', url: 'https://x.example', auth: { type: 'none' } });
+                throw new Error('later step failed');
+            })).to.reject('later step failed');
+            expect(await registry.get(db, acme, 'Hook', 'h3')).to.be.undefined();
+            expect(await db.model(AuditLogModel).query().resultSize()).to.equal(before);
+        });
+
+        it('deletes with an audit entry; deleting a tenant removes what it owns', async () => {
+            await registry.write(db, other, 'Hook', { id: 'o1', url: 'https://o.example', auth: { type: 'none' } });
+            await registry.remove(db, acme, 'Hook', 'h1');
+            expect(await registry.get(db, acme, 'Hook', 'h1')).to.be.undefined();
+            const deletion = await db.model(AuditLogModel).query().where({ tenantId: 'acme', action: 'delete' }).first();
+            expect(deletion!.resourceId).to.equal('h1');
+
+            await registry.remove(db, admin, 'Tenant', 'other');
+            expect(await db.knex('resources').where({ tenant_id: 'other' }).count({ n: '*' }).first()).to.equal({ n: dialect === 'postgres' ? '0' : 0 });
+            const tenantDeletion = await db.model(AuditLogModel).query().whereNull('tenantId').where({ kind: 'Tenant', action: 'delete' }).first();
+            expect(tenantDeletion!.resourceId).to.equal('other');
+        });
+    });
+}

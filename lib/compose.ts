@@ -67,3 +67,12 @@ export const createServer = async (manifest: Manifest, config: Config, options: 
     }
     return server;
 };
+
+/** Fails plugin registration with a clear message when a plugin it builds on is not registered before it. */
+export const requirePlugins = (server: Hapi.Server, plugin: string, needs: string[]): void => {
+    const registered = server.registrations as Record<string, unknown>;
+    const missing = needs.filter((name) => !registered[name]);
+    if (missing.length) {
+        throw new Error(`Plugin ${plugin} needs ${missing.join(', ')} registered before it in the manifest`);
+    }
+};

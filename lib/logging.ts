@@ -41,10 +41,11 @@ export const redactQuery = (url: string): string =>
  * The console stays human-readable (pino-pretty, synchronous); LOG_TO_FILE adds JSON lines written synchronously
  * so the file keeps message order even when the process dies.
  */
+/** `destination` replaces stdout for the formatted console output (tests). */
 export const createLogger = (config: Pick<Config, 'log'>, options: { destination?: NodeJS.WritableStream } = {}): Logger => {
     const streams: Pino.StreamEntry[] = [{
         level: config.log.level,
-        stream: options.destination ?? PinoPretty({ sync: true, colorize: false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })
+        stream: PinoPretty({ destination: options.destination ?? 1, sync: true, colorize: false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })
     }];
     if (config.log.toFile) {
         Fs.mkdirSync(Path.dirname(config.log.filePath), { recursive: true });

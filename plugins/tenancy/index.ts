@@ -1,4 +1,5 @@
 import type Hapi from '@hapi/hapi';
+import { requirePlugins } from '../../lib/compose';
 import { tenantKind } from '../../resources/tenant';
 
 /** Tenants: the Tenant resource kind (so the startup import and bundles can create tenants). */
@@ -6,6 +7,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
     name: 'hallmark-tenancy',
     dependencies: ['hallmark-core'],
     register(server) {
+        requirePlugins(server, 'hallmark-tenancy', ['hallmark-core']);
         server.registerResource(tenantKind);
     }
 };

@@ -21,6 +21,9 @@ export const diffSpecs = (before: unknown, after: unknown, secretPaths: string[]
     return [{ path: path.join('.'), before: show(before), after: show(after) }];
 };
 
-/** JSON with sorted keys, so equal documents compare equal whatever their key order. */
+/**
+ * JSON with sorted keys and without null members, so documents that mean the same compare equal whatever their key
+ * order and whether an unset optional field is absent or null.
+ */
 export const canonicalJson = (value: unknown): string => JSON.stringify(value, (_k, v) =>
-    isObject(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, v[k]])) : v);
+    isObject(v) ? Object.fromEntries(Object.keys(v).sort().filter((k) => v[k] !== null).map((k) => [k, v[k]])) : v);

@@ -2,6 +2,7 @@ import type Hapi from '@hapi/hapi';
 import { importConfigFolder } from '../../lib/config-import';
 import { ColumnCipher } from '../../lib/crypto/column-cipher';
 import { Database } from '../../lib/db/database';
+import { withStartupLock } from '../../lib/db/lock';
 import { migrateLatest, migrationStatus } from '../../lib/db/migrate';
 import { createJobRunner, type JobDefinition, type JobRunner } from '../../lib/jobs';
 import type { ResourceKind } from '../../lib/registry/kind';
@@ -63,14 +64,15 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
             }
             registry.seal();
             if (config.configImport.folder) {
-                await importConfigFolder({
-                    folder: config.configImport.folder,
+                const folder = config.configImport.folder;
+                await withStartupLock(db.knex, 'config-import', () => importConfigFolder({
+                    folder,
                     registry,
                     db,
                     log,
                     variables: config.configImport.variables,
                     unresolvedPlaceholders: config.configImport.unresolvedPlaceholders
-                });
+                }));
             }
         });
         server.ext('onPostStart', async () => {

@@ -118,3 +118,24 @@ describe('core error mapping', () => {
         expect((malformed.result as any).error).to.equal('invalid_request');
     });
 });
+
+for (const dialect of DIALECTS) {
+    describe(`startup import of the demo configuration (${dialect})`, () => {
+        it('creates the demo tenant through the registry at start, once', async () => {
+            const folder = require('node:path').join(__dirname, '../../examples/config');
+            const t = await startTestServer(dialect, { env: { CONFIG_FOLDER: folder } });
+            try {
+                const ctx = { clientId: 'test', roles: [] };
+                const tenant = await t.server.registry.get<{ name: string }>(t.server.db, ctx, 'Tenant', 'demo');
+                expect(tenant!.spec.name).to.equal('Demo tenant');
+                expect(tenant!.ownership).to.equal('file-managed');
+                const audit = await t.server.db.knex('audit_logs').where({ tenant_id: 'demo', kind: 'Tenant' });
+                expect(audit.length).to.equal(1);
+                expect(audit[0].actor).to.equal('system:config-import');
+            }
+            finally {
+                await t.stop();
+            }
+        });
+    });
+}

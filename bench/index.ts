@@ -1,0 +1,20 @@
+import { benchStartup } from './startup';
+
+/** Runs every benchmark, or the ones named on the command line. */
+const benches: Record<string, () => Promise<void>> = {
+    startup: benchStartup
+};
+
+const main = async () => {
+    const names = process.argv.slice(2);
+    for (const [name, run] of Object.entries(benches)) {
+        if (!names.length || names.includes(name)) {
+            await run();
+        }
+    }
+};
+
+main().catch((err) => {
+    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+});

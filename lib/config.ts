@@ -1,5 +1,6 @@
 import Path from 'node:path';
 import Joi from 'joi';
+import { packageVersion } from './package-info';
 
 /**
  * The one place that reads the process environment. Everything else receives a validated, typed `Config`.
@@ -145,7 +146,6 @@ export class ConfigError extends Error {
     }
 }
 
-const packageVersion = (): string => (require('../package.json') as { version: string }).version;
 
 export const loadConfig = (source: Record<string, string | undefined> = process.env): Config => {
     // Empty strings count as unset, as container platforms often pass VAR= for "not set".

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as foundation from './20261125_0001_foundation';
+import * as auth from './20261125_0002_auth';
 
 export interface Migration {
     name: string;
@@ -9,5 +10,6 @@ export interface Migration {
 
 /** Ordered: knex applies them in this order and records each by name. Append, never reorder. */
 export const migrations: Migration[] = [
-    { name: '20261125_0001_foundation', ...foundation }
+    { name: '20261125_0001_foundation', ...foundation },
+    { name: '20261125_0002_auth', ...auth }
 ];

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { ColumnCipher } from '../crypto/column-cipher';
+import type { SecretHasher } from '../crypto/secret-hash';
 import type { BaseModel } from './model';
 import { createKnex, dialectOf, ping, type Dialect } from './knex';
 import type { DatabaseConfig } from '../config';
@@ -12,12 +13,20 @@ export class Database {
     readonly dialect: Dialect;
     private readonly bound = new Map<typeof BaseModel, typeof BaseModel>();
 
-    constructor(readonly knex: Knex, readonly cipher: ColumnCipher) {
+    constructor(readonly knex: Knex, readonly cipher: ColumnCipher, private readonly hasher?: SecretHasher) {
         this.dialect = dialectOf(knex);
     }
 
-    static open(config: DatabaseConfig, cipher: ColumnCipher): Database {
-        return new Database(createKnex(config), cipher);
+    static open(config: DatabaseConfig, cipher: ColumnCipher, hasher?: SecretHasher): Database {
+        return new Database(createKnex(config), cipher, hasher);
+    }
+
+    /** Hashes write-only secrets (client secrets) with the service's key. */
+    get secretHasher(): SecretHasher {
+        if (!this.hasher) {
+            throw new Error('This database was opened without a secret hasher');
+        }
+        return this.hasher;
     }
 
     /** The model class bound to this database; pass a transaction to `query(trx)` to join it. */

@@ -1,5 +1,5 @@
 import Fs from 'node:fs';
-import { Logger as GraphileLogger, parseCronItems, run, type CronItem, type Runner, type Task, type TaskList } from 'graphile-worker';
+import { Logger as GraphileLogger, parseCronItem, parseCronItems, run, type CronItem, type Runner, type Task, type TaskList } from 'graphile-worker';
 import { Pool } from 'pg';
 import type { Logger } from 'pino';
 import type { DatabaseConfig } from '../config';
@@ -78,6 +78,10 @@ export class GraphileJobRunner implements JobRunner {
     }
 
     register(job: JobDefinition): void {
+        if ('cron' in job.schedule) {
+            // graphile's cron dialect is stricter than cron-parser's; fail at boot, not at the first tick.
+            parseCronItem({ task: job.name, match: job.schedule.cron });
+        }
         this.jobs.set(job.name, job);
     }
 

@@ -15,7 +15,8 @@ export interface StoredResource<T> {
 export interface StoreScope {
     db: Database;
     trx: Transaction;
-    tenantId: string;
+    /** null only for kinds that allow tenant-less resources (clients holding tenant:manage). */
+    tenantId: string | null;
     kind: ResourceKind;
 }
 
@@ -25,6 +26,8 @@ export interface ResourceStore<T = unknown> {
     list(scope: StoreScope): Promise<Array<StoredResource<T>>>;
     put(scope: StoreScope, id: string, resource: Omit<StoredResource<T>, 'createdAt' | 'updatedAt'>, existing?: StoredResource<T>): Promise<void>;
     delete(scope: StoreScope, id: string): Promise<void>;
+    /** For kinds with write-only fields: whether the incoming write-only values equal what is stored (e.g. by hash). */
+    writeOnlyUnchanged?(scope: StoreScope, id: string, spec: T): Promise<boolean>;
 }
 
 /** Migration warning raised by an upgrade step, e.g. PROVIDED_ATTESTATIONS_REMOVED. */
@@ -50,6 +53,10 @@ export interface ResourceKind<T = any> {
     dependsOn?: string[];
     /** Dot paths of secret values (`*` matches any array element or key): redacted in audit, logs and exports. */
     secrets?: string[];
+    /** Fields accepted on write but never read back (a client secret, stored as a hash). */
+    writeOnly?: string[];
+    /** Resources of this kind may belong to no tenant when the context has none. */
+    allowsTenantless?: boolean;
     /** Exists once per tenant and has no id of its own. */
     singleton?: boolean;
     /** The Tenant kind: its id is the tenant id, and it is written without a tenant in the context. */
@@ -71,3 +78,11 @@ export interface TenantContext {
     /** Joins the caller's transaction, e.g. one transaction for a tenant's whole import. */
     trx?: Transaction;
 }
+
+/** The scope's tenant, for stores of kinds that always belong to one. */
+export const tenantOf = (scope: StoreScope): string => {
+    if (!scope.tenantId) {
+        throw new Error(`${scope.kind.kind} always belongs to a tenant`);
+    }
+    return scope.tenantId;
+};

@@ -175,10 +175,10 @@ export class Registry {
 
     private scope(ctx: TenantContext, kind: ResourceKind, db: Database, trx: Transaction, id?: string): StoreScope {
         const tenantId = kind.isTenant ? id : ctx.tenantId;
-        if (!tenantId) {
+        if (!tenantId && !kind.allowsTenantless) {
             throw new NotFoundError(`${kind.kind} needs a tenant`);
         }
-        return { db, trx, tenantId, kind };
+        return { db, trx, tenantId: tenantId ?? null, kind };
     }
 
     private store(kind: ResourceKind): ResourceStore {
@@ -218,15 +218,26 @@ export class Registry {
                 throw new NotFoundError(`${kind.kind} ${id} not found`);
             }
             const ownership = options.ownership ?? existing?.ownership ?? 'unmanaged';
-            if (existing && existing.ownership === ownership && canonicalJson(existing.spec) === canonicalJson(spec)) {
-                return { action: 'unchanged', id, spec, resource: existing, warnings };
+            if (existing && existing.ownership === ownership && await this.sameSpec(scope, store, id, existing.spec, spec)) {
+                return { action: 'unchanged', id, spec: existing.spec, resource: existing, warnings };
             }
             const resource = { spec, version: kind.version, generation: existing ? existing.generation + 1 : 1, ownership };
             await store.put(scope, id, resource, existing);
-            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, spec, kind.secrets));
             const stored = await store.get(scope, id) as StoredResource<T>;
-            return { action: existing ? 'update' : 'create', id, spec, resource: stored, warnings };
+            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, spec, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
+            return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings };
         }, ctx.trx);
+    }
+
+    private async sameSpec(scope: StoreScope, store: ResourceStore, id: string, stored: unknown, incoming: unknown): Promise<boolean> {
+        const writeOnly = scope.kind.writeOnly ?? [];
+        const readable = { ...(incoming as Record<string, unknown>) };
+        const hasWriteOnly = writeOnly.some((f) => readable[f] !== undefined);
+        writeOnly.forEach((f) => delete readable[f]);
+        if (canonicalJson(stored) !== canonicalJson(readable)) {
+            return false;
+        }
+        return !hasWriteOnly || (await store.writeOnlyUnchanged?.(scope, id, incoming)) === true;
     }
 
     async remove(db: Database, ctx: TenantContext, kindName: string, id?: string): Promise<void> {

@@ -1,5 +1,5 @@
 import { ResourceModel, SealedResourceModel } from '../db/models/resource';
-import type { ResourceStore, StoreScope, StoredResource } from './kind';
+import { tenantOf, type ResourceStore, type StoreScope, type StoredResource } from './kind';
 
 /**
  * The default store: the shared `resources` table, keyed by (tenant, kind, id). A kind that declares secrets is
@@ -19,13 +19,13 @@ const toStored = (row: ResourceModel): StoredResource<any> => ({
 
 export const tableResourceStore: ResourceStore<any> = {
     async get(scope, id) {
-        const row = await modelFor(scope).query(scope.trx).findById([scope.tenantId, scope.kind.kind, id]);
+        const row = await modelFor(scope).query(scope.trx).findById([tenantOf(scope), scope.kind.kind, id]);
         return row ? toStored(row) : undefined;
     },
 
     async list(scope) {
         const rows = await modelFor(scope).query(scope.trx)
-            .where({ tenantId: scope.tenantId, kind: scope.kind.kind })
+            .where({ tenantId: tenantOf(scope), kind: scope.kind.kind })
             .orderBy('id');
         return rows.map(toStored);
     },
@@ -34,14 +34,14 @@ export const tableResourceStore: ResourceStore<any> = {
         const now = new Date().toISOString();
         const Model = modelFor(scope);
         if (existing) {
-            await Model.query(scope.trx).findById([scope.tenantId, scope.kind.kind, id])
+            await Model.query(scope.trx).findById([tenantOf(scope), scope.kind.kind, id])
                 .patch({ ...resource, updatedAt: now });
             return;
         }
-        await Model.query(scope.trx).insert({ tenantId: scope.tenantId, kind: scope.kind.kind, id, ...resource, createdAt: now, updatedAt: now });
+        await Model.query(scope.trx).insert({ tenantId: tenantOf(scope), kind: scope.kind.kind, id, ...resource, createdAt: now, updatedAt: now });
     },
 
     async delete(scope, id) {
-        await modelFor(scope).query(scope.trx).deleteById([scope.tenantId, scope.kind.kind, id]);
+        await modelFor(scope).query(scope.trx).deleteById([tenantOf(scope), scope.kind.kind, id]);
     }
 };

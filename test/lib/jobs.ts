@@ -3,8 +3,8 @@ import * as Lab from '@hapi/lab';
 import { expect } from '@hapi/code';
 import Knex from 'knex';
 import Pino, { type Logger } from 'pino';
-import { createJobRunner, GraphileJobRunner, InProcessJobRunner, type JobDefinition, type JobRunner } from '../../lib/jobs';
-import { GRAPHILE_SCHEMA } from '../../lib/jobs/graphile';
+import { createJobRunner, InProcessJobRunner, type JobDefinition, type JobRunner } from '../../lib/jobs';
+import { GRAPHILE_SCHEMA, GraphileJobRunner } from '../../lib/jobs/graphile';
 import type { DatabaseConfig } from '../../lib/config';
 import { createTestDatabase, DIALECTS, type TestDatabase } from '../helpers/databases';
 

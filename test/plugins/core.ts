@@ -52,6 +52,8 @@ for (const dialect of DIALECTS) {
             expect(doc.info.title).to.equal('Hallmark management API');
             expect(Object.keys(doc.paths)).to.include('/api/health');
             expect(Object.keys(doc.paths).every((p: string) => p.startsWith('/api'))).to.be.true();
+            const asset = await t.server.inject('/api/swaggerui/swagger-ui-bundle.js');
+            expect(asset.statusCode).to.equal(200);
         });
     });
 }

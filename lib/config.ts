@@ -54,6 +54,7 @@ const envSchema = Joi.object({
     OIDC_INTERNAL_ISSUER_URL: Joi.string().uri({ scheme: ['http', 'https'] }),
     OIDC_CLIENT_ID: Joi.string(),
     OIDC_CLIENT_SECRET: Joi.string(),
+    OIDC_AUDIENCE: Joi.string(),
     OIDC_TENANT_CLAIM: Joi.string().default('tenant_id'),
 
     SESSION_TTL: seconds(86400),
@@ -118,7 +119,7 @@ export interface Config {
         clientId?: string;
         clientSecret?: string;
         tokenTtl: number;
-        oidc?: { issuer: string; internalIssuer?: string; clientId?: string; clientSecret?: string; tenantClaim: string };
+        oidc?: { issuer: string; internalIssuer?: string; clientId?: string; clientSecret?: string; audience?: string; tenantClaim: string };
         tenantClaim: string;
     };
     sessions: { ttl: number; cleanupMode: 'full' | 'anonymize'; tidyUpInterval: number; issuerMultiConsumption: boolean };
@@ -205,6 +206,7 @@ export const loadConfig = (source: Record<string, string | undefined> = process.
                     internalIssuer: env.OIDC_INTERNAL_ISSUER_URL,
                     clientId: env.OIDC_CLIENT_ID,
                     clientSecret: env.OIDC_CLIENT_SECRET,
+                    audience: env.OIDC_AUDIENCE,
                     tenantClaim: env.OIDC_TENANT_CLAIM
                 }
                 : undefined

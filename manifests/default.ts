@@ -1,6 +1,7 @@
 import type { Manifest } from '../lib/compose';
 import * as core from '../plugins/core';
 import * as docs from '../plugins/docs';
+import * as oauth2 from '../plugins/oauth2';
 import * as tenancy from '../plugins/tenancy';
 
 /** Every plugin: the full service. A host composes its own manifest with a subset. */
@@ -8,6 +9,7 @@ export const manifest: Manifest = {
     name: 'default',
     plugins: [
         { plugin: core.plugin },
+        { plugin: oauth2.plugin },
         { plugin: tenancy.plugin },
         { plugin: docs.plugin }
     ]

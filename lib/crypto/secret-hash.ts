@@ -19,6 +19,15 @@ export class SecretHasher {
         this.key = Buffer.from(Crypto.hkdfSync('sha256', rootSecret, 'hallmark', 'client-secret-hash/v1', 32));
     }
 
+    /** Keyed by MASTER_SECRET, else by ENCRYPTION_KEY. */
+    static fromSecrets(secrets: { masterSecret?: string; encryptionKey?: string }): SecretHasher {
+        const root = secrets.masterSecret ?? secrets.encryptionKey;
+        if (!root) {
+            throw new Error('Hashing client secrets needs MASTER_SECRET or ENCRYPTION_KEY');
+        }
+        return new SecretHasher(root);
+    }
+
     hash(secret: string): string {
         return PREFIX + Crypto.createHmac('sha256', this.key).update(secret, 'utf8').digest('base64url');
     }

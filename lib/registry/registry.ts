@@ -174,8 +174,9 @@ export class Registry {
     }
 
     private scope(ctx: TenantContext, kind: ResourceKind, db: Database, trx: Transaction, id?: string): StoreScope {
+        // A tenant is its own scope; listing tenants has none.
         const tenantId = kind.isTenant ? id : ctx.tenantId;
-        if (!tenantId && !kind.allowsTenantless) {
+        if (!tenantId && !kind.allowsTenantless && !kind.isTenant) {
             throw new NotFoundError(`${kind.kind} needs a tenant`);
         }
         return { db, trx, tenantId: tenantId ?? null, kind };

@@ -1,6 +1,7 @@
 import type Hapi from '@hapi/hapi';
 import { importConfigFolder } from '../../lib/config-import';
 import { ColumnCipher } from '../../lib/crypto/column-cipher';
+import { SecretHasher } from '../../lib/crypto/secret-hash';
 import { Database } from '../../lib/db/database';
 import { withStartupLock } from '../../lib/db/lock';
 import { migrateLatest, migrationStatus } from '../../lib/db/migrate';
@@ -30,7 +31,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
     name: 'hallmark-core',
     register(server) {
         const { config, log } = server.app;
-        const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets));
+        const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
         const registry = new Registry();
         const jobs = createJobRunner({ db: config.db, log });
 

@@ -26,7 +26,11 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
                     routesBasePath: '/api/swaggerui/',
                     grouping: 'tags',
                     sortEndpoints: 'ordered',
-                    auth: false
+                    auth: false,
+                    securityDefinitions: config.auth.oidc
+                        ? { bearer: { type: 'apiKey', name: 'Authorization', in: 'header', description: 'Bearer <token from the identity provider>' } }
+                        : { oauth2: { type: 'oauth2', flow: 'application', tokenUrl: `${config.publicUrl}/api/oauth2/token`, scopes: {}, description: 'Client credentials: client id and secret' } },
+                    security: [config.auth.oidc ? { bearer: [] } : { oauth2: [] }]
                 } satisfies HapiSwagger.RegisterOptions
             }
         ]);

@@ -2,6 +2,7 @@ import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as core from '../../plugins/core';
+import * as oauth2 from '../../plugins/oauth2';
 import * as tenancy from '../../plugins/tenancy';
 import { startTestServer } from '../helpers/server';
 
@@ -10,7 +11,7 @@ const { describe, it } = lab;
 
 describe('composition from a manifest', () => {
     it('starts a server from a subset of plugins; the left-out plugin contributes no routes', async () => {
-        const t = await startTestServer('sqlite', { manifest: { name: 'no-docs', plugins: [{ plugin: core.plugin }, { plugin: tenancy.plugin }] } });
+        const t = await startTestServer('sqlite', { manifest: { name: 'no-docs', plugins: [{ plugin: core.plugin }, { plugin: oauth2.plugin }, { plugin: tenancy.plugin }] } });
         try {
             expect((await t.server.inject('/health')).statusCode).to.equal(200);
             expect((await t.server.inject('/api/docs')).statusCode).to.equal(404);

@@ -1,0 +1,106 @@
+import Crypto from 'node:crypto';
+import type Hapi from '@hapi/hapi';
+import * as Jose from 'jose';
+import type { Database } from '../../lib/db/database';
+import { ClientModel } from '../../lib/db/models/client';
+import { OAuthError } from '../../lib/errors';
+import type { ServiceKeys } from './service-keys';
+import { InvalidTokenError, type TokenVerifier } from './verifier';
+
+/**
+ * Brute-force policy: after MAX_FAILURES consecutive wrong secrets for one client id, that client is locked for
+ * LOCK_SECONDS (even the right secret is refused meanwhile); the counter resets on success or when a lock starts.
+ */
+export const LOCKOUT = { maxFailures: 10, lockSeconds: 300 };
+
+const invalidClient = (description: string, basic: boolean) =>
+    new OAuthError(401, 'invalid_client', description, basic ? { 'WWW-Authenticate': 'Basic realm="hallmark"' } : undefined);
+
+export interface IssuedToken {
+    access_token: string;
+    token_type: 'Bearer';
+    expires_in: number;
+}
+
+/** The integrated OAuth2 server: client credentials in, ES256 JWT access tokens out. */
+export class TokenService implements TokenVerifier {
+    readonly audience: string;
+
+    constructor(
+        private readonly db: Database,
+        private readonly keys: ServiceKeys,
+        private readonly options: { issuer: string; ttlSeconds: number }
+    ) {
+        this.audience = `${options.issuer}/api`;
+    }
+
+    async clientCredentials(clientId: string, secret: string, viaBasic: boolean): Promise<IssuedToken> {
+        const Clients = this.db.model(ClientModel);
+        const client = await Clients.query().findById(clientId);
+        if (!client) {
+            // Same work as a real check, so timing does not tell which client ids exist.
+            this.db.secretHasher.verify(secret, 'hmac-sha256.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA');
+            throw invalidClient('Client authentication failed', viaBasic);
+        }
+        if (client.lockedUntil && Date.parse(client.lockedUntil) > Date.now()) {
+            throw invalidClient('Client authentication failed: too many failed attempts, try again later', viaBasic);
+        }
+        if (!this.db.secretHasher.verify(secret, client.secretHash)) {
+            await this.recordFailure(client);
+            throw invalidClient('Client authentication failed', viaBasic);
+        }
+        if (client.failedAttempts > 0 || client.lockedUntil) {
+            await Clients.query().findById(clientId).patch({ failedAttempts: 0, lockedUntil: null });
+        }
+        return this.issue(client);
+    }
+
+    private async recordFailure(client: ClientModel): Promise<void> {
+        const Clients = this.db.model(ClientModel);
+        await Clients.query().findById(client.clientId).increment('failedAttempts', 1);
+        const after = await Clients.query().findById(client.clientId).select('failedAttempts');
+        if (after && after.failedAttempts >= LOCKOUT.maxFailures) {
+            await Clients.query().findById(client.clientId)
+                .patch({ failedAttempts: 0, lockedUntil: new Date(Date.now() + LOCKOUT.lockSeconds * 1000).toISOString() });
+        }
+    }
+
+    private async issue(client: ClientModel): Promise<IssuedToken> {
+        const { kid, key } = this.keys.signingKey();
+        const claims: Jose.JWTPayload = { roles: client.roles };
+        if (client.tenantId) {
+            claims.tenant_id = client.tenantId;
+        }
+        const accessToken = await new Jose.SignJWT(claims)
+            .setProtectedHeader({ alg: 'ES256', kid, typ: 'at+jwt' })
+            .setIssuer(this.options.issuer)
+            .setSubject(client.clientId)
+            .setAudience(this.audience)
+            .setIssuedAt()
+            .setExpirationTime(`${this.options.ttlSeconds}s`)
+            .setJti(Crypto.randomUUID())
+            .sign(key);
+        return { access_token: accessToken, token_type: 'Bearer', expires_in: this.options.ttlSeconds };
+    }
+
+    async verify(token: string): Promise<Hapi.AppCredentials> {
+        let payload: Jose.JWTPayload;
+        try {
+            ({ payload } = await Jose.jwtVerify(token, async (header) => {
+                const key = await this.keys.verificationKey(header.kid);
+                if (!key) {
+                    throw new InvalidTokenError('The token was not signed by this service');
+                }
+                return key;
+            }, { issuer: this.options.issuer, audience: this.audience, algorithms: ['ES256'], typ: 'at+jwt', requiredClaims: ['sub', 'exp', 'iat'] }));
+        }
+        catch (err) {
+            throw new InvalidTokenError(err instanceof Jose.errors.JWTExpired ? 'The token has expired' : err instanceof InvalidTokenError ? err.message : 'The token is not valid');
+        }
+        const roles = payload.roles;
+        if (!Array.isArray(roles) || !roles.every((r) => typeof r === 'string')) {
+            throw new InvalidTokenError('The token carries no roles');
+        }
+        return { clientId: payload.sub!, tenantId: typeof payload.tenant_id === 'string' ? payload.tenant_id : undefined, roles };
+    }
+}

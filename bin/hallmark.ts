@@ -2,9 +2,11 @@ import type Hapi from '@hapi/hapi';
 import { createServer, type Manifest } from '../lib/compose';
 import { ConfigError, loadConfig, type Config } from '../lib/config';
 import { ColumnCipher } from '../lib/crypto/column-cipher';
+import { SecretHasher } from '../lib/crypto/secret-hash';
 import { Database } from '../lib/db/database';
 import { migrateLatest, migrationStatus } from '../lib/db/migrate';
 import { createLogger, type Logger } from '../lib/logging';
+import { ServiceKeys } from '../plugins/oauth2/service-keys';
 
 const USAGE = `Usage: hallmark <command>
 
@@ -12,6 +14,7 @@ Commands:
   start               start the service (manifest: HALLMARK_MANIFEST or the default manifest)
   migrate             apply pending database migrations
   migrate:status      list applied and pending migrations
+  keys:rotate         new signing key for management tokens (old public keys stay until their tokens expire)
 `;
 
 const loadManifest = (name?: string): Manifest => {
@@ -20,7 +23,7 @@ const loadManifest = (name?: string): Manifest => {
 };
 
 const withDatabase = async <T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> => {
-    const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets));
+    const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
     try {
         return await fn(db);
     }
@@ -84,6 +87,16 @@ const main = async (argv: string[]): Promise<void> => {
                 ...status.pending.map((m) => `pending  ${m}`),
                 `${status.completed.length} applied, ${status.pending.length} pending`
             ].join('\n') + '\n');
+            return;
+        }
+        case 'keys:rotate': {
+            const kid = await withDatabase(config, async (db) => {
+                await migrateLatest(db.knex);
+                const keys = new ServiceKeys(db, config.auth.tokenTtl);
+                await keys.init();
+                return keys.rotate();
+            });
+            process.stdout.write(`New token signing key ${kid} is active; running servers sign with it within 30 s. The old public key stays published until its tokens expire.\n`);
             return;
         }
         default:

@@ -3,6 +3,8 @@ import * as Jose from 'jose';
 import type { Database } from '../../lib/db/database';
 import { ServiceKeyModel } from '../../lib/db/models/service-key';
 
+const REFRESH_MS = 30_000;
+
 interface SigningKey {
     kid: string;
     key: Crypto.KeyObject;
@@ -16,20 +18,27 @@ export class ServiceKeys {
     private active?: SigningKey;
     private readonly verifying = new Map<string, Crypto.KeyObject>();
     private lastReload = 0;
+    private lastMissReload = 0;
 
     constructor(private readonly db: Database, private readonly tokenTtlSeconds: number) {}
 
     /** Loads the active key, creating the first one on a new database. */
     async init(): Promise<void> {
+        this.lastReload = Date.now();
         await this.reload();
         if (!this.active) {
             await this.rotate();
         }
     }
 
+    /** The active key. A rotation by another process is picked up within REFRESH_MS, without blocking a request. */
     signingKey(): SigningKey {
         if (!this.active) {
             throw new Error('Service keys are not initialised');
+        }
+        if (Date.now() - this.lastReload > REFRESH_MS) {
+            this.lastReload = Date.now();
+            this.reload().catch(() => undefined);
         }
         return this.active;
     }
@@ -61,28 +70,29 @@ export class ServiceKeys {
         return { keys: rows.map((r) => r.publicJwk as Jose.JWK) };
     }
 
-    /** The verification key for a kid; reloads at most once a second to pick up keys rotated by other replicas. */
+    /** The verification key for a kid; an unknown kid reloads (at most once a second) to see other replicas' keys. */
     async verificationKey(kid: string | undefined): Promise<Crypto.KeyObject | undefined> {
         if (!kid) {
             return undefined;
         }
         const known = this.verifying.get(kid);
-        if (known || Date.now() - this.lastReload < 1000) {
+        if (known || Date.now() - this.lastMissReload < 1000) {
             return known;
         }
+        this.lastMissReload = Date.now();
         await this.reload();
         return this.verifying.get(kid);
     }
 
     private async liveKeys(): Promise<ServiceKeyModel[]> {
-        const cutoff = new Date(Date.now() - this.tokenTtlSeconds * 1000).toISOString();
+        // A process may sign with a key for up to REFRESH_MS after another process retired it.
+        const cutoff = new Date(Date.now() - this.tokenTtlSeconds * 1000 - REFRESH_MS).toISOString();
         return this.db.model(ServiceKeyModel).query()
             .where((q) => q.whereNull('retiredAt').orWhere('retiredAt', '>', cutoff))
             .orderBy('createdAt', 'desc');
     }
 
     private async reload(): Promise<void> {
-        this.lastReload = Date.now();
         const rows = await this.liveKeys();
         this.verifying.clear();
         for (const row of rows) {

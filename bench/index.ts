@@ -1,8 +1,10 @@
+import { benchAuth } from './auth';
 import { benchStartup } from './startup';
 
 /** Runs every benchmark, or the ones named on the command line. */
 const benches: Record<string, () => Promise<void>> = {
-    startup: benchStartup
+    startup: benchStartup,
+    auth: benchAuth
 };
 
 const main = async () => {

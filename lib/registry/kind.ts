@@ -1,5 +1,6 @@
 import type Joi from 'joi';
-import type { Database, Transaction } from '../db/database';
+import type { Knex } from 'knex';
+import type { Database } from '../db/database';
 
 export type Ownership = 'unmanaged' | 'file-managed';
 
@@ -14,7 +15,8 @@ export interface StoredResource<T> {
 
 export interface StoreScope {
     db: Database;
-    trx: Transaction;
+    /** The write's transaction, or for reads outside one the plain connection pool. */
+    trx: Knex;
     /** null only for kinds that allow tenant-less resources (clients holding tenant:manage). */
     tenantId: string | null;
     kind: ResourceKind;
@@ -76,7 +78,7 @@ export interface TenantContext {
     clientId: string;
     roles: string[];
     /** Joins the caller's transaction, e.g. one transaction for a tenant's whole import. */
-    trx?: Transaction;
+    trx?: Knex.Transaction;
 }
 
 /** The scope's tenant, for stores of kinds that always belong to one. */

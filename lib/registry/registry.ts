@@ -1,5 +1,6 @@
 import type Joi from 'joi';
 import { AuditLogModel } from '../db/models/audit-log';
+import type { Knex } from 'knex';
 import type { Database, Transaction } from '../db/database';
 import { ConflictError, NotFoundError, ValidationError, joiDetails } from '../errors';
 import { canonicalJson, diffSpecs } from './diff';
@@ -173,7 +174,7 @@ export class Registry {
         return { kind, version, spec, metadata };
     }
 
-    private scope(ctx: TenantContext, kind: ResourceKind, db: Database, trx: Transaction, id?: string): StoreScope {
+    private scope(ctx: TenantContext, kind: ResourceKind, db: Database, trx: Knex, id?: string): StoreScope {
         // A tenant is its own scope; listing tenants has none.
         const tenantId = kind.isTenant ? id : ctx.tenantId;
         if (!tenantId && !kind.allowsTenantless && !kind.isTenant) {
@@ -193,12 +194,13 @@ export class Registry {
     async get<T>(db: Database, ctx: TenantContext, kindName: string, id?: string): Promise<StoredResource<T> | undefined> {
         const kind = this.kind<T>(kindName);
         const key = kind.singleton ? kind.kind : id!;
-        return db.transaction((trx) => this.store(kind).get(this.scope(ctx, kind, db, trx, key), key), ctx.trx) as Promise<StoredResource<T> | undefined>;
+        // Reads need no transaction of their own; inside a caller's transaction they see its writes.
+        return this.store(kind).get(this.scope(ctx, kind, db, ctx.trx ?? db.knex, key), key) as Promise<StoredResource<T> | undefined>;
     }
 
     async list<T>(db: Database, ctx: TenantContext, kindName: string): Promise<Array<StoredResource<T>>> {
         const kind = this.kind<T>(kindName);
-        return db.transaction((trx) => this.store(kind).list(this.scope(ctx, kind, db, trx)), ctx.trx) as Promise<Array<StoredResource<T>>>;
+        return this.store(kind).list(this.scope(ctx, kind, db, ctx.trx ?? db.knex)) as Promise<Array<StoredResource<T>>>;
     }
 
     /** The single write path for configuration state. */

@@ -9,7 +9,7 @@ const { describe, it, before, after } = lab;
 
 const log = Pino({ level: 'silent' });
 const ADMIN = { clientId: 'hallmark-service', clientSecret: 'admin-secret-0123456789abcdef' };
-const ROOT = { clientId: 'hallmark-root', secret: 'root-secret-0123456789abcdef', roles: ['tenant:manage'] };
+const ROOT = { clientId: 'hallmark-root', secret: 'root-secret-0123456789abcdef' };
 
 describe('KeycloakAdmin', () => {
     describe('root client bootstrap', () => {

@@ -6,135 +6,12 @@ import * as Jose from 'jose';
 import Pino from 'pino';
 import { OidcVerifier } from '../../plugins/oauth2/oidc/verifier';
 import { InvalidTokenError } from '../../plugins/oauth2/verifier';
+import { AUDIENCE, Idp, loadProvider, signingKey, type SigningKey } from '../fixtures/oidc-idp';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
 const log = Pino({ level: 'silent' });
-const RESOURCE = 'urn:hallmark:api';
-const AUDIENCE = 'hallmark-api';
-
-/** oidc-provider ships no type declarations; this is the little of it the tests use. */
-type ProviderConstructor = new (issuer: string, configuration: Record<string, unknown>) => { callback(): Http.RequestListener };
-
-/** oidc-provider warns about the Node.js line and its development adapter on stderr; neither matters here. */
-const quietly = <T>(fn: () => T): T => {
-    const { warn, info } = console;
-    console.warn = console.info = () => undefined;
-    try {
-        return fn();
-    }
-    finally {
-        Object.assign(console, { warn, info });
-    }
-};
-
-let Provider: ProviderConstructor;
-
-interface SigningKey {
-    kid: string;
-    privateKey: Jose.CryptoKey;
-    jwk: Jose.JWK;
-}
-
-const signingKey = async (kid: string): Promise<SigningKey> => {
-    const { privateKey } = await Jose.generateKeyPair('ES256', { extractable: true });
-    return { kid, privateKey, jwk: { ...await Jose.exportJWK(privateKey), kid, alg: 'ES256', use: 'sig' } };
-};
-
-const SECRET = 'client-secret-0123456789abcdef';
-
-/** Per client, the claims a provider adds to its access tokens: both role shapes and two tenant claim names. */
-const CLIENT_CLAIMS: Record<string, Record<string, unknown>> = {
-    'tenant-client': { tenant_id: 'acme', roles: ['issuance:offer', 'key:read', 42] },
-    'keycloak-style': { org: 'globex', realm_access: { roles: ['presentation:request', 'offline_access', null] } },
-    'root-client': { roles: ['tenant:manage'] }
-};
-
-const providerFor = (issuer: string, keys: SigningKey[]) => quietly(() => new Provider(issuer, {
-    clients: Object.keys(CLIENT_CLAIMS).map((clientId) => ({
-        client_id: clientId,
-        client_secret: SECRET,
-        grant_types: ['client_credentials'],
-        redirect_uris: [],
-        response_types: [],
-        token_endpoint_auth_method: 'client_secret_basic',
-        id_token_signed_response_alg: 'ES256'
-    })),
-    jwks: { keys: keys.map((k) => k.jwk) },
-    features: {
-        devInteractions: { enabled: false },
-        clientCredentials: { enabled: true },
-        resourceIndicators: {
-            enabled: true,
-            defaultResource: () => RESOURCE,
-            getResourceServerInfo: () => ({ scope: 'api', audience: AUDIENCE, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } })
-        }
-    },
-    ttl: { ClientCredentials: 600 },
-    extraTokenClaims: (_ctx: unknown, token: { clientId: string }) => CLIENT_CLAIMS[token.clientId]
-}));
-
-/** A real oidc-provider on 127.0.0.1 whose keys can be replaced while it runs (key rollover). */
-class Idp {
-    readonly requests: string[] = [];
-    issuer = '';
-    private handler: Http.RequestListener = () => undefined;
-    private readonly server = Http.createServer((req, res) => {
-        this.requests.push(req.url!);
-        if (this.publicHost) {
-            // Like a provider with a fixed public hostname: it advertises public URLs whatever address it is reached at.
-            req.headers.host = this.publicHost;
-        }
-        this.handler(req, res);
-    });
-
-    private publicHost?: string;
-    port = 0;
-
-    private constructor() {}
-
-    /** `publicName`: the provider calls itself http://<publicName>:<port>, a name nobody resolves. */
-    static async start(keys: SigningKey[], options: { port?: number; publicName?: string } = {}): Promise<Idp> {
-        const idp = new Idp();
-        await new Promise<void>((resolve) => idp.server.listen(options.port ?? 0, '127.0.0.1', resolve));
-        idp.port = (idp.server.address() as AddressInfo).port;
-        idp.publicHost = options.publicName ? `${options.publicName}:${idp.port}` : undefined;
-        idp.issuer = `http://${idp.publicHost ?? `127.0.0.1:${idp.port}`}`;
-        idp.rotate(keys);
-        return idp;
-    }
-
-    get origin(): string {
-        return `http://127.0.0.1:${this.port}`;
-    }
-
-    /** A fresh provider instance with these keys (the first signs), same issuer and port. */
-    rotate(keys: SigningKey[]): void {
-        this.handler = providerFor(this.issuer, keys).callback();
-    }
-
-    async token(clientId: string): Promise<string> {
-        const res = await fetch(`${this.origin}/token`, {
-            method: 'POST',
-            headers: { authorization: `Basic ${Buffer.from(`${clientId}:${SECRET}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-            body: new URLSearchParams({ grant_type: 'client_credentials', resource: RESOURCE })
-        });
-        const body = await res.json() as { access_token?: string };
-        expect(res.status, JSON.stringify(body)).to.equal(200);
-        return body.access_token!;
-    }
-
-    count(path: string): number {
-        return this.requests.filter((r) => r === path).length;
-    }
-
-    stop(): Promise<void> {
-        this.server.closeAllConnections();
-        return new Promise((resolve) => this.server.close(() => resolve()));
-    }
-}
-
 const closedPort = async (): Promise<number> => {
     const server = Http.createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -160,7 +37,7 @@ describe('OidcVerifier against oidc-provider', () => {
             .setIssuer(idp.issuer).setAudience(AUDIENCE).setIssuedAt().setExpirationTime(exp).sign(key.privateKey);
 
     before(async () => {
-        Provider = quietly(() => (require('oidc-provider') as { default: ProviderConstructor }).default);
+        loadProvider();
         k1 = await signingKey('k1');
         idp = await Idp.start([k1]);
     });
@@ -192,6 +69,8 @@ describe('OidcVerifier against oidc-provider', () => {
             expect(keycloak).to.equal({ clientId: 'b', tenantId: 'nested', roles: ['key:read'] });
             expect(await v.verify(await selfSigned({ sub: 'c', roles: 'not-a-list' }))).to.equal({ clientId: 'c', tenantId: undefined, roles: [] });
             expect(await rejection(v, await selfSigned({ roles: ['key:read'] }))).to.equal('The token names no client');
+            expect((await v.verify(await selfSigned({ typ: 'Bearer', azp: 'b' }))).clientId).to.equal('b');
+            expect(await rejection(v, await selfSigned({ typ: 'ID', azp: 'b' }))).to.equal('The token is not an access token');
         });
     });
 
@@ -345,6 +224,22 @@ describe('OidcVerifier against oidc-provider', () => {
             }
             finally {
                 await named.stop();
+            }
+        });
+
+        it('moves a jwks_uri outside the issuer path to the internal origin', async () => {
+            const mounted = await Idp.start([k1], { publicName: 'hallmark-idp.test', basePath: '/realms/x' });
+            try {
+                const metadata = await (await fetch(`${mounted.origin}/realms/x/.well-known/openid-configuration`)).json() as { issuer: string; jwks_uri: string };
+                expect(metadata.issuer).to.equal(`http://hallmark-idp.test:${mounted.port}/realms/x`);
+                expect(metadata.jwks_uri).to.equal(`http://hallmark-idp.test:${mounted.port}/jwks`);
+
+                const v = new OidcVerifier({ issuer: mounted.issuer, internalIssuer: `${mounted.origin}/realms/x`, tenantClaim: 'tenant_id', log });
+                expect((await v.verify(await mounted.token('root-client'))).roles).to.equal(['tenant:manage']);
+                expect(mounted.count('/jwks')).to.equal(1);
+            }
+            finally {
+                await mounted.stop();
             }
         });
     });

@@ -16,7 +16,8 @@ export interface KeycloakAdminOptions {
 export interface RootClient {
     clientId: string;
     secret: string;
-    roles: string[];
+    /** Realm roles the client's service account holds. Default ['tenant:manage']. */
+    roles?: string[];
 }
 
 /** What ensureRootClient changed; all false when the provider already matched. */
@@ -110,16 +111,18 @@ export class KeycloakAdmin {
                     standardFlowEnabled: false,
                     directAccessGrantsEnabled: false,
                     protocol: 'openid-connect'
-                }
+                },
+                // 409: created meanwhile by another instance starting with the same configuration.
+                accept: [409]
             });
-            const id = created.location?.split('/').pop();
+            const id = created.status === 409 ? undefined : created.location?.split('/').pop();
             client = id
                 ? (await api<ClientRepresentation>(`/clients/${q(id)}`, { step: 'read created client' })).body
                 : (await api<ClientRepresentation[]>(`/clients?clientId=${q(root.clientId)}`, { step: 'find created client' })).body?.find((c) => c.clientId === root.clientId);
             if (!client?.id) {
                 throw new Error('Keycloak admin: create client failed: the created client cannot be found');
             }
-            changes.created = true;
+            changes.created = created.status !== 409;
         }
         else {
             const current = await api<{ value?: string }>(`/clients/${q(client.id)}/client-secret`, { step: 'read client secret' });
@@ -134,7 +137,7 @@ export class KeycloakAdmin {
         }
 
         const roles: RoleRepresentation[] = [];
-        for (const name of root.roles) {
+        for (const name of root.roles ?? ['tenant:manage']) {
             let role = await api<RoleRepresentation>(`/roles/${q(name)}`, { step: `read role ${name}`, accept: [404] });
             if (role.status === 404) {
                 // 409: created meanwhile by another instance starting at the same time.

@@ -28,6 +28,9 @@ export const ACCEPTED_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384',
 /** Keys are refetched at least this often, so a key the provider withdrew stops being accepted. */
 const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
 
+/** Keycloak's `typ` claim values of tokens that are not access tokens. */
+const NOT_ACCESS_TOKENS = new Set(['ID', 'Refresh', 'Offline', 'Logout']);
+
 const trimSlash = (url: string): string => url.replace(/\/+$/, '');
 
 const errorText = (err: unknown): string => {
@@ -148,6 +151,10 @@ export class OidcVerifier implements TokenVerifier {
         }
         catch (err) {
             throw this.rejection(err);
+        }
+        // Keycloak signs its ID tokens with the same keys; only the audience would otherwise tell them apart.
+        if (typeof payload.typ === 'string' && NOT_ACCESS_TOKENS.has(payload.typ)) {
+            throw new InvalidTokenError('The token is not an access token');
         }
         const clientId = [payload.client_id, payload.azp, payload.sub].find((c): c is string => typeof c === 'string' && c !== '');
         if (!clientId) {

@@ -1,0 +1,62 @@
+import ChildProcess from 'node:child_process';
+import Fs from 'node:fs';
+import Os from 'node:os';
+import Path from 'node:path';
+
+/** A compiled Hallmark process on a fresh SQLite folder, for benchmarks that load it from another process. */
+export interface BenchService {
+    url: string;
+    stop(): Promise<void>;
+}
+
+const root = Path.join(__dirname, '..', '..');
+
+export const ROOT = { id: 'bench-root', secret: 'bench-root-secret-0123456789abcdef' };
+
+export const startService = async (port: number, env: Record<string, string> = {}): Promise<BenchService> => {
+    const entry = Path.join(root, 'dist', 'bin', 'hallmark.js');
+    if (!Fs.existsSync(entry)) {
+        throw new Error('Build first: npm run build');
+    }
+    const folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-bench-'));
+    const child = ChildProcess.spawn(process.execPath, [entry, 'start'], {
+        cwd: root,
+        env: {
+            PATH: process.env.PATH ?? '',
+            NODE_ENV: 'production',
+            PUBLIC_URL: `http://127.0.0.1:${port}`,
+            PORT: String(port),
+            HOST: '127.0.0.1',
+            FOLDER: folder,
+            MASTER_SECRET: 'bench-master-secret-0123456789-abcdefghij',
+            AUTH_CLIENT_ID: ROOT.id,
+            AUTH_CLIENT_SECRET: ROOT.secret,
+            LOG_LEVEL: 'warn',
+            ...env
+        },
+        stdio: 'inherit'
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+        const up = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+        if (up) {
+            return {
+                url,
+                async stop() {
+                    child.kill('SIGTERM');
+                    await new Promise((r) => child.once('exit', r));
+                    Fs.rmSync(folder, { recursive: true, force: true });
+                }
+            };
+        }
+        await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill('SIGKILL');
+    throw new Error('the service did not start');
+};
+
+export const post = async (url: string, body: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    return { status: res.status, body: await res.json() as any };
+};

@@ -57,6 +57,7 @@ const envSchema = Joi.object({
     OIDC_AUDIENCE: Joi.string(),
     OIDC_TENANT_CLAIM: Joi.string().default('tenant_id'),
 
+    KMS_TIMEOUT_MS: Joi.number().integer().min(100).max(600_000).default(10_000),
     SESSION_TTL: seconds(86400),
     SESSION_CLEANUP_MODE: Joi.string().valid('full', 'anonymize').default('full'),
     SESSION_TIDY_UP_INTERVAL: seconds(3600),
@@ -123,6 +124,7 @@ export interface Config {
         tenantClaim: string;
     };
     sessions: { ttl: number; cleanupMode: 'full' | 'anonymize'; tidyUpInterval: number; issuerMultiConsumption: boolean };
+    kms: { timeoutMs: number };
     outbound: { allowHttp: boolean; allowPrivateNetwork: boolean; allowedHosts: string[] };
     configImport: { folder?: string; unresolvedPlaceholders: 'fail-tenant' | 'warn'; variables: Readonly<Record<string, string | undefined>> };
     log: {
@@ -217,6 +219,7 @@ export const loadConfig = (source: Record<string, string | undefined> = process.
             tidyUpInterval: env.SESSION_TIDY_UP_INTERVAL,
             issuerMultiConsumption: env.ISSUER_MULTI_CONSUMPTION
         },
+        kms: { timeoutMs: env.KMS_TIMEOUT_MS },
         outbound: {
             allowHttp: env.OUTBOUND_URL_ALLOW_HTTP,
             allowPrivateNetwork: env.OUTBOUND_URL_ALLOW_PRIVATE_NETWORK,

@@ -1,6 +1,9 @@
 import type { Manifest } from '../lib/compose';
 import * as core from '../plugins/core';
 import * as docs from '../plugins/docs';
+import * as kms from '../plugins/kms';
+import * as kmsDb from '../plugins/kms-db';
+import * as kmsPkcs11 from '../plugins/kms-pkcs11';
 import * as oauth2 from '../plugins/oauth2';
 import * as tenancy from '../plugins/tenancy';
 
@@ -11,6 +14,9 @@ export const manifest: Manifest = {
         { plugin: core.plugin },
         { plugin: oauth2.plugin },
         { plugin: tenancy.plugin },
+        { plugin: kms.plugin },
+        { plugin: kmsDb.plugin },
+        { plugin: kmsPkcs11.plugin },
         { plugin: docs.plugin }
     ]
 };

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import * as foundation from './20261125_0001_foundation';
 import * as auth from './20261125_0002_auth';
+import * as kms from './20261125_0003_kms';
 
 export interface Migration {
     name: string;
@@ -11,5 +12,6 @@ export interface Migration {
 /** Ordered: knex applies them in this order and records each by name. Append, never reorder. */
 export const migrations: Migration[] = [
     { name: '20261125_0001_foundation', ...foundation },
-    { name: '20261125_0002_auth', ...auth }
+    { name: '20261125_0002_auth', ...auth },
+    { name: '20261125_0003_kms', ...kms }
 ];

@@ -27,9 +27,12 @@ export const ROLE_ALIASES: Record<string, Role> = {
 /** Every role that acts inside one tenant; tenant:admin holds all of them. */
 export const TENANT_ROLES: Role[] = ROLES.filter((r) => r !== 'tenant:manage');
 
+// A custom rule rather than .valid(): Joi stops at a matching .valid() value, so an alias would not be mapped.
 export const roleSchema = Joi.string()
-    .valid(...ROLES, ...Object.keys(ROLE_ALIASES))
-    .custom((value: string) => ROLE_ALIASES[value] ?? value)
+    .custom((value: string, helpers) => {
+        const role = ROLE_ALIASES[value] ?? value;
+        return (ROLES as readonly string[]).includes(role) ? role : helpers.error('any.only', { valids: [...ROLES, ...Object.keys(ROLE_ALIASES)] });
+    })
     .description(`One of ${ROLES.join(', ')} (aliases: ${Object.keys(ROLE_ALIASES).join(', ')})`);
 
 export const canonicalRole = (role: string): string => ROLE_ALIASES[role] ?? role;

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Knex } from 'knex';
 import type { ColumnCipher } from '../crypto/column-cipher';
 import type { SecretHasher } from '../crypto/secret-hash';
@@ -6,6 +7,8 @@ import { createKnex, dialectOf, ping, type Dialect } from './knex';
 import type { DatabaseConfig } from '../config';
 
 export type Transaction = Knex.Transaction;
+
+const ambientTransaction = new AsyncLocalStorage<Transaction>();
 type ModelClass<M extends typeof BaseModel> = M;
 
 /** One database: its knex, its dialect, and models bound to it and to its column cipher. */
@@ -40,9 +43,23 @@ export class Database {
         return bound as M;
     }
 
-    /** Runs fn in a transaction, or inside the caller's transaction when one is given. */
+    /**
+     * Runs fn in a transaction, or inside the caller's transaction when one is given. The transaction is also the
+     * ambient one for code called from fn that cannot be handed it (a KMS provider storing a key while a key chain
+     * is written): on SQLite's single connection, a query outside the open transaction would wait for it forever.
+     */
     transaction<T>(fn: (trx: Transaction) => Promise<T>, outer?: Transaction): Promise<T> {
-        return outer ? fn(outer) : this.knex.transaction(fn);
+        if (outer) {
+            return ambientTransaction.getStore() === outer ? fn(outer) : ambientTransaction.run(outer, () => fn(outer));
+        }
+        return this.knex.transaction((trx) => ambientTransaction.run(trx, () => fn(trx)));
+    }
+
+    /** The transaction of the surrounding `transaction()` call on this database, if any. */
+    ambient(): Transaction | undefined {
+        const trx = ambientTransaction.getStore();
+        // A transaction's client is a copy of its knex's client that shares the same config object.
+        return trx && trx.client.config === this.knex.client.config ? trx : undefined;
     }
 
     isUp(): Promise<boolean> {

@@ -39,7 +39,8 @@ export class BaseModel extends Model {
         const json = super.$parseDatabaseJson(raw);
         for (const [key, value] of Object.entries(json)) {
             let v = value instanceof Date ? value.toISOString() : value;
-            if (ctor.encryptedColumns.includes(key) && typeof v === 'string') {
+            // A value written before its column was sealed (e.g. a kind that gained secret fields) reads as is.
+            if (ctor.encryptedColumns.includes(key) && typeof v === 'string' && ctor.cipherOrThrow().isEncrypted(v)) {
                 v = ctor.cipherOrThrow().decrypt(v);
             }
             if (ctor.jsonColumns.includes(key) && typeof v === 'string') {

@@ -36,6 +36,9 @@ export class RegistryError extends Error {
     override name = 'RegistryError';
 }
 
+const valueAt = (spec: unknown, path: string): unknown =>
+    path.split('.').reduce<unknown>((v, key) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[key] : undefined), spec);
+
 const schemaOptions: Joi.ValidationOptions = { abortEarly: false, convert: true, errors: { wrap: { label: '"' } } };
 
 /**
@@ -44,6 +47,7 @@ const schemaOptions: Joi.ValidationOptions = { abortEarly: false, convert: true,
  */
 export class Registry {
     private readonly kinds = new Map<string, ResourceKind>();
+    private readonly listeners = new Map<string, Array<(tenantId: string | null, id: string) => void>>();
     private orderedKinds?: ResourceKind[];
 
     register(kind: ResourceKind): void {
@@ -57,6 +61,17 @@ export class Registry {
             throw new RegistryError(`Resource file name ${kind.file} is used by two kinds`);
         }
         this.kinds.set(kind.kind, kind);
+    }
+
+    /** Called after every create, update or delete of the kind, e.g. to drop a cache. */
+    onChange(kind: string, listener: (tenantId: string | null, id: string) => void): void {
+        this.listeners.set(kind, [...this.listeners.get(kind) ?? [], listener]);
+    }
+
+    private changed(kind: ResourceKind, tenantId: string | null, id: string): void {
+        for (const listener of this.listeners.get(kind.kind) ?? []) {
+            listener(tenantId, id);
+        }
     }
 
     /** Checks dependencies and fixes the dependency order; after this no kind can be added. */
@@ -195,12 +210,12 @@ export class Registry {
         const kind = this.kind<T>(kindName);
         const key = kind.singleton ? kind.kind : id!;
         // Reads need no transaction of their own; inside a caller's transaction they see its writes.
-        return this.store(kind).get(this.scope(ctx, kind, db, ctx.trx ?? db.knex, key), key) as Promise<StoredResource<T> | undefined>;
+        return this.store(kind).get(this.scope(ctx, kind, db, ctx.trx ?? db.ambient() ?? db.knex, key), key) as Promise<StoredResource<T> | undefined>;
     }
 
     async list<T>(db: Database, ctx: TenantContext, kindName: string): Promise<Array<StoredResource<T>>> {
         const kind = this.kind<T>(kindName);
-        return this.store(kind).list(this.scope(ctx, kind, db, ctx.trx ?? db.knex)) as Promise<Array<StoredResource<T>>>;
+        return this.store(kind).list(this.scope(ctx, kind, db, ctx.trx ?? db.ambient() ?? db.knex)) as Promise<Array<StoredResource<T>>>;
     }
 
     /** The single write path for configuration state. */
@@ -210,7 +225,7 @@ export class Registry {
         const id = this.idOf(kind, spec);
         const mode = options.mode ?? 'upsert';
 
-        return db.transaction(async (trx) => {
+        const result = await db.transaction(async (trx): Promise<WriteResult<T>> => {
             const scope = this.scope(ctx, kind, db, trx, id);
             const store = this.store(kind);
             const existing = await store.get(scope, id) as StoredResource<T> | undefined;
@@ -230,6 +245,10 @@ export class Registry {
             await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, spec, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
             return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings };
         }, ctx.trx);
+        if (result.action !== 'unchanged') {
+            this.changed(kind, kind.isTenant ? id : ctx.tenantId ?? null, id);
+        }
+        return result;
     }
 
     private async sameSpec(scope: StoreScope, store: ResourceStore, id: string, stored: unknown, incoming: unknown): Promise<boolean> {
@@ -254,9 +273,35 @@ export class Registry {
                 throw new NotFoundError(`${kind.kind} ${key} not found`);
             }
             // Written before the delete: deleting a tenant cascades to its audit entries, so that entry is global.
+            const referrers = await this.referencesTo(db, trx, scope.tenantId, kind, key);
+            if (referrers.length) {
+                throw new ConflictError(`${kind.kind} ${key} is used by ${referrers.join(', ')}`);
+            }
             await this.audit(db, trx, ctx, kind.isTenant ? null : scope.tenantId, 'delete', kind, key, diffSpecs(existing.spec, {}, kind.secrets));
             await store.delete(scope, key);
         }, ctx.trx);
+        this.changed(kind, kind.isTenant ? key : ctx.tenantId ?? null, key);
+    }
+
+    /** `Kind id` of every resource of the tenant whose reference fields name this resource. */
+    private async referencesTo(db: Database, trx: Knex, tenantId: string | null, target: ResourceKind, id: string): Promise<string[]> {
+        if (!tenantId || target.isTenant) {
+            return [];
+        }
+        const found: string[] = [];
+        for (const kind of this.kinds.values()) {
+            const fields = Object.entries(kind.references ?? {}).filter(([, k]) => k === target.kind).map(([field]) => field);
+            if (!fields.length) {
+                continue;
+            }
+            const all = await this.store(kind).list({ db, trx, tenantId, kind });
+            for (const resource of all) {
+                if (fields.some((f) => valueAt(resource.spec, f) === id)) {
+                    found.push(`${kind.kind} ${this.idOf(kind, resource.spec)}`);
+                }
+            }
+        }
+        return found;
     }
 
     private async audit(db: Database, trx: Transaction, ctx: TenantContext, tenantId: string | null, action: string, kind: ResourceKind, id: string, changes: unknown): Promise<void> {

@@ -10,6 +10,7 @@ import { tenantIdSchema } from '../../../resources/tenant';
 import { clientIdSchema, clientSchema, type Client } from '../../../resources/client';
 
 const MANAGE = ['tenant:admin', 'tenant:manage'];
+const READ = [...MANAGE, 'tenant:read'];
 
 /** A client as answered: its configuration plus the tenant it belongs to. Never the secret or its hash. */
 const clientView = Joi.object({
@@ -74,7 +75,7 @@ export const clientRoutes: ServerRoute[] = [
             tags: ['api', 'clients'],
             description: 'List clients',
             notes: 'A tenant client sees the clients of its tenant; a tenant:manage client the tenant-less ones, or those of ?tenantId.',
-            auth: { access: { scope: MANAGE } },
+            auth: { access: { scope: READ } },
             validate: { query: tenantQuery.keys(pageQuery) },
             response: { status: { 200: pageOf(clientView, 'ClientPage') } }
         },
@@ -117,7 +118,7 @@ export const clientRoutes: ServerRoute[] = [
         options: {
             tags: ['api', 'clients'],
             description: 'Get a client',
-            auth: { access: { scope: MANAGE } },
+            auth: { access: { scope: READ } },
             validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: tenantQuery },
             response: { status: { 200: clientView } }
         },

@@ -1,0 +1,11 @@
+import type Hapi from '@hapi/hapi';
+import { pkcs11KmsProvider } from './provider';
+
+/** Registers the pkcs11 KMS provider: keys generated and kept inside a PKCS#11 token (HSM or SoftHSM2). */
+export const plugin: Hapi.Plugin<Record<string, never>> = {
+    name: 'hallmark-kms-pkcs11',
+    dependencies: ['hallmark-kms'],
+    register(server) {
+        server.registerKmsProvider(pkcs11KmsProvider);
+    }
+};

@@ -1,0 +1,83 @@
+import type { ServerRoute } from '@hapi/hapi';
+import Joi from 'joi';
+import { tenantContext } from '../../../lib/auth/context';
+import { NotFoundError } from '../../../lib/errors';
+import { redactSecrets } from '../../../lib/registry/secrets';
+import type { KmsConfig } from '../../../resources/kms-config';
+import type { KmsService } from '../services/kms-service';
+
+const READ = ['key:manage', 'key:read', 'tenant:read'];
+const WRITE = ['key:manage'];
+
+const health = Joi.object({
+    id: Joi.string().required(),
+    type: Joi.string().required(),
+    description: Joi.string(),
+    default: Joi.boolean().required(),
+    status: Joi.string().valid('up', 'down').required(),
+    error: Joi.string()
+}).label('KmsProviderHealth');
+
+export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.ObjectSchema): ServerRoute[] => [
+    {
+        method: 'GET',
+        path: '/api/key-chain/providers',
+        options: {
+            tags: ['api', 'key-chains'],
+            description: 'The tenant\'s KMS providers (global kms.json merged with the tenant\'s) and their health',
+            auth: { access: { scope: READ } },
+            response: { status: { 200: Joi.array().items(health).label('KmsProviderHealthList') } }
+        },
+        handler: (request) => kms.health(tenantContext(request).tenantId)
+    },
+    {
+        method: 'GET',
+        path: '/api/key-chain/providers/config',
+        options: {
+            tags: ['api', 'key-chains'],
+            description: 'The tenant\'s own KMS configuration (secrets redacted)',
+            auth: { access: { scope: READ } }
+        },
+        handler: async (request) => {
+            const ctx = tenantContext(request);
+            const kind = request.server.registry.kind<KmsConfig>('KmsConfig');
+            const found = await request.server.registry.get<KmsConfig>(request.server.db, ctx, 'KmsConfig');
+            if (!found) {
+                throw new NotFoundError('This tenant has no KMS configuration of its own');
+            }
+            return redactSecrets(found.spec, kind.secrets);
+        }
+    },
+    {
+        method: 'PUT',
+        path: '/api/key-chain/providers/config',
+        options: {
+            tags: ['api', 'key-chains'],
+            description: 'Set the tenant\'s KMS configuration (spec 2.5); every provider is opened and checked before it is saved',
+            notes: 'String values may be ${VAR} or ${VAR:default} placeholders, resolved from the environment when a provider opens.',
+            auth: { access: { scope: WRITE } },
+            validate: { payload: (value) => kmsConfigSchema().validateAsync(value, { abortEarly: false }) }
+        },
+        handler: async (request) => {
+            const ctx = tenantContext(request);
+            const config = request.payload as KmsConfig;
+            await kms.check(ctx.tenantId, config);
+            const kind = request.server.registry.kind<KmsConfig>('KmsConfig');
+            const result = await request.server.registry.write<KmsConfig>(request.server.db, ctx, 'KmsConfig', config);
+            return redactSecrets(result.spec, kind.secrets);
+        }
+    },
+    {
+        method: 'DELETE',
+        path: '/api/key-chain/providers/config',
+        options: {
+            tags: ['api', 'key-chains'],
+            description: 'Remove the tenant\'s KMS configuration: the global kms.json (or the db provider) applies again',
+            auth: { access: { scope: WRITE } }
+        },
+        handler: async (request, h) => {
+            await request.server.registry.remove(request.server.db, tenantContext(request), 'KmsConfig');
+            return h.response().code(204);
+        }
+    }
+];

@@ -1,0 +1,183 @@
+import type { Config } from '../../../lib/config';
+import { substitutePlaceholders } from '../../../lib/config-import/placeholders';
+import type { Database } from '../../../lib/db/database';
+import { UnavailableError, ValidationError } from '../../../lib/errors';
+import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsProviderType, type PublicJwk } from '../../../lib/kms/types';
+import type { Logger } from '../../../lib/logging';
+import type { Registry } from '../../../lib/registry/registry';
+import { canonicalJson } from '../../../lib/registry/diff';
+import { mergeKmsConfigs, type KmsConfig, type KmsProviderEntry } from '../../../resources/kms-config';
+import type { JWK } from 'jose';
+
+export interface ProviderHealth {
+    id: string;
+    type: string;
+    description?: string;
+    default: boolean;
+    status: 'up' | 'down';
+    error?: string;
+}
+
+interface OpenStore {
+    fingerprint: string;
+    store: Promise<KeyStore>;
+}
+
+const CONFIG_TTL_MS = 30_000;
+
+/**
+ * Opens and caches the key stores of each tenant's providers (global kms.json merged with the tenant's), and puts
+ * a deadline on every provider call: a provider that is down answers 503 naming it, never a hang.
+ */
+export class KmsService {
+    private readonly stores = new Map<string, OpenStore>();
+    private readonly configs = new Map<string, { config: KmsConfig; at: number }>();
+
+    constructor(private readonly deps: {
+        db: Database;
+        registry: Registry;
+        log: Logger;
+        config: Config;
+        types: ReadonlyMap<string, KmsProviderType<any>>;
+        globalConfig: () => KmsConfig | undefined;
+    }) {}
+
+    /** Drops what is cached for a tenant (its KMS configuration changed). */
+    invalidate(tenantId: string): void {
+        this.configs.delete(tenantId);
+    }
+
+    async effectiveConfig(tenantId: string): Promise<KmsConfig> {
+        const cached = this.configs.get(tenantId);
+        if (cached && Date.now() - cached.at < CONFIG_TTL_MS) {
+            return cached.config;
+        }
+        const tenant = await this.deps.registry.get<KmsConfig>(this.deps.db, { tenantId, clientId: 'system:kms', roles: [] }, 'KmsConfig');
+        const config = mergeKmsConfigs(this.deps.globalConfig(), tenant?.spec);
+        this.configs.set(tenantId, { config, at: Date.now() });
+        return config;
+    }
+
+    async provider(tenantId: string, providerId?: string): Promise<{ entry: KmsProviderEntry; store: KeyStore }> {
+        const config = await this.effectiveConfig(tenantId);
+        const id = providerId ?? config.defaultProvider ?? 'db';
+        const entry = config.providers.find((p) => p.id === id);
+        if (!entry) {
+            throw new ValidationError(`KMS provider ${id} is not configured for this tenant`, [{ path: 'kmsProvider', message: `unknown provider ${id}` }]);
+        }
+        return { entry, store: await this.open(tenantId, entry) };
+    }
+
+    private open(tenantId: string, entry: KmsProviderEntry): Promise<KeyStore> {
+        const key = `${tenantId}\u0000${entry.id}`;
+        const fingerprint = canonicalJson(entry);
+        const cached = this.stores.get(key);
+        if (cached && cached.fingerprint === fingerprint) {
+            return cached.store;
+        }
+        if (cached) {
+            cached.store.then((s) => s.close?.()).catch(() => undefined);
+        }
+        const store = this.openFresh(tenantId, entry).then((s) => this.guard(entry.id, s));
+        store.catch(() => this.stores.delete(key));
+        this.stores.set(key, { fingerprint, store });
+        return store;
+    }
+
+    /** Opens a store without caching it: to check a configuration before it is saved. */
+    async openFresh(tenantId: string, entry: KmsProviderEntry): Promise<KeyStore> {
+        const type = this.deps.types.get(entry.type);
+        if (!type) {
+            throw new ValidationError(`Unknown KMS provider type ${entry.type}`, [{ path: 'type', message: `must be one of ${[...this.deps.types.keys()].join(', ')}` }]);
+        }
+        const { id: _id, type: _type, description: _description, ...raw } = entry;
+        // Values stored through the API may still hold ${VAR} placeholders: they resolve here, at use.
+        const { value: resolved } = substitutePlaceholders(raw, this.deps.config.configImport.variables);
+        const { value: options, error } = type.optionsSchema.validate(resolved);
+        if (error) {
+            throw new ValidationError(`KMS provider ${entry.id}: ${error.message}`);
+        }
+        return this.deadline(entry.id, 'open', type.open(options, {
+            tenantId,
+            providerId: entry.id,
+            log: this.deps.log.child({ kmsProvider: entry.id }),
+            timeoutMs: this.deps.config.kms.timeoutMs,
+            services: { db: this.deps.db }
+        }));
+    }
+
+    /** Every call through the store gets the deadline and the 503 mapping. */
+    private guard(providerId: string, store: KeyStore): KeyStore {
+        const call = <T>(op: string, p: Promise<T>) => this.deadline(providerId, op, p);
+        return {
+            create: (kid: string, alg: KeyAlgorithm) => call('create', store.create(kid, alg)),
+            sign: (kid: string, data: Uint8Array, alg: KeyAlgorithm) => call('sign', store.sign(kid, data, alg)),
+            publicJwk: (kid: string) => call('publicJwk', store.publicJwk(kid)),
+            delete: (kid: string) => call('delete', store.delete(kid)),
+            import: store.import ? (kid: string, jwk: JWK, alg: KeyAlgorithm): Promise<PublicJwk> => call('import', store.import!(kid, jwk, alg)) : undefined,
+            health: () => call('health', store.health()),
+            close: store.close ? () => store.close!() : undefined
+        };
+    }
+
+    private async deadline<T>(providerId: string, op: string, work: Promise<T>): Promise<T> {
+        const ms = this.deps.config.kms.timeoutMs;
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new UnavailableError(`KMS provider ${providerId} did not answer ${op} within ${ms} ms`)), ms);
+        });
+        try {
+            return await Promise.race([work, timeout]);
+        }
+        catch (err) {
+            if (err instanceof KmsUnavailableError) {
+                throw new UnavailableError(`KMS provider ${providerId} is unavailable: ${err.message}`);
+            }
+            throw err;
+        }
+        finally {
+            clearTimeout(timer);
+        }
+    }
+
+    async health(tenantId: string): Promise<ProviderHealth[]> {
+        const config = await this.effectiveConfig(tenantId);
+        return Promise.all(config.providers.map(async (entry) => {
+            const base = { id: entry.id, type: entry.type, ...(entry.description ? { description: entry.description } : {}), default: entry.id === (config.defaultProvider ?? 'db') };
+            try {
+                const store = await this.open(tenantId, entry);
+                await store.health();
+                return { ...base, status: 'up' as const };
+            }
+            catch (err) {
+                return { ...base, status: 'down' as const, error: (err as Error).message };
+            }
+        }));
+    }
+
+    /** Opens and health-checks every provider of a configuration before it is saved (a wrong PIN fails here). */
+    async check(tenantId: string, config: KmsConfig): Promise<void> {
+        for (const entry of mergeKmsConfigs(this.deps.globalConfig(), config).providers) {
+            let store: KeyStore | undefined;
+            try {
+                store = await this.openFresh(tenantId, entry);
+                await this.deadline(entry.id, 'health', store.health());
+            }
+            catch (err) {
+                if (err instanceof UnavailableError) {
+                    throw err;
+                }
+                throw new ValidationError(`KMS provider ${entry.id} cannot be used: ${(err as Error).message}`, [{ path: 'providers', message: `provider ${entry.id}: ${(err as Error).message}` }]);
+            }
+            finally {
+                await store?.close?.().catch(() => undefined);
+            }
+        }
+    }
+
+    async close(): Promise<void> {
+        const stores = [...this.stores.values()];
+        this.stores.clear();
+        await Promise.all(stores.map((s) => s.store.then((x) => x.close?.()).catch(() => undefined)));
+    }
+}

@@ -1,0 +1,80 @@
+import Joi from 'joi';
+import type { KmsProviderType } from '../lib/kms/types';
+import type { ResourceKind } from '../lib/registry/kind';
+
+export interface KmsProviderEntry {
+    id: string;
+    type: string;
+    description?: string;
+    [option: string]: unknown;
+}
+
+export interface KmsConfig {
+    defaultProvider?: string;
+    providers: KmsProviderEntry[];
+}
+
+/** The provider every tenant has even without a kms.json. */
+export const BUILT_IN_PROVIDER: KmsProviderEntry = { id: 'db', type: 'db', description: 'Keys sealed in the service database' };
+
+const providerId = Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'provider id');
+
+/**
+ * The schema follows the registered provider types: each type validates its own fields (strict), and an unknown
+ * type is rejected naming the known ones. Built when first used, after every kms-* plugin has registered.
+ */
+export const kmsConfigSchema = (types: ReadonlyMap<string, KmsProviderType<any>>): Joi.ObjectSchema<KmsConfig> => {
+    const known = [...types.keys()];
+    const entry = Joi.alternatives().conditional('.type', {
+        switch: [...types.values()].map((t) => ({
+            is: t.type,
+            then: Joi.object({ id: providerId.required(), type: Joi.string().valid(t.type).required(), description: Joi.string().max(500) }).concat(t.optionsSchema)
+        })),
+        otherwise: Joi.object({
+            type: Joi.string().valid(...known).required()
+                .messages({ 'any.only': `{{#label}} names an unknown KMS provider type "{{#value}}" (known: ${known.join(', ')})` })
+        }).unknown(true)
+    });
+    return Joi.object<KmsConfig>({
+        defaultProvider: providerId,
+        providers: Joi.array().items(entry).unique('id').required()
+    }).custom((config: KmsConfig, helpers) => {
+        const ids = new Set(['db', ...config.providers.map((p) => p.id)]);
+        if (config.defaultProvider && !ids.has(config.defaultProvider)) {
+            return helpers.message({ custom: `"defaultProvider" must name a listed provider (${[...ids].join(', ')})` });
+        }
+        return config;
+    }).label('KmsConfig');
+};
+
+/** Secret fields of every provider type, as paths into a KmsConfig document. */
+export const kmsSecretPaths = (types: ReadonlyMap<string, KmsProviderType<any>>): string[] =>
+    [...new Set([...types.values()].flatMap((t) => t.secretPaths.map((p) => `providers.*.${p}`)))];
+
+/** Tenant settings over the global file: providers by id (the tenant's win), the tenant's default first. */
+export const mergeKmsConfigs = (global: KmsConfig | undefined, tenant: KmsConfig | undefined): KmsConfig => {
+    const providers = new Map<string, KmsProviderEntry>([[BUILT_IN_PROVIDER.id, BUILT_IN_PROVIDER]]);
+    for (const p of [...global?.providers ?? [], ...tenant?.providers ?? []]) {
+        providers.set(p.id, p);
+    }
+    return { defaultProvider: tenant?.defaultProvider ?? global?.defaultProvider ?? 'db', providers: [...providers.values()] };
+};
+
+export const kmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>): ResourceKind<KmsConfig> => {
+    let schema: Joi.ObjectSchema<KmsConfig> | undefined;
+    return {
+        kind: 'KmsConfig',
+        file: 'KmsConfigFile',
+        version: 1,
+        get schema() {
+            return (schema ??= kmsConfigSchema(types));
+        },
+        get secrets() {
+            return kmsSecretPaths(types);
+        },
+        dependsOn: ['Tenant'],
+        singleton: true,
+        id: () => 'KmsConfig',
+        location: { file: 'kms.json' }
+    };
+};

@@ -1,0 +1,149 @@
+import { expect } from '@hapi/code';
+import type Hapi from '@hapi/hapi';
+import * as Lab from '@hapi/lab';
+import { bearer, clientWithToken, createClient, createTenant, rootToken, tenantSnapshot, type CreatedClient } from '../helpers/auth';
+import { DIALECTS } from '../helpers/databases';
+import { startTestServer, type TestServer } from '../helpers/server';
+
+export const lab = Lab.script();
+const { describe, it, before, after } = lab;
+
+/**
+ * Tenant B's most powerful client (tenant:admin) calls every management route that names a resource in its path,
+ * with tenant A's resource ids. Each must answer 404 (never reveal or touch another tenant's resource), and A's rows
+ * must be exactly as before. The route list comes from the live route table: a new route with a path parameter
+ * fails this test until it is added to TARGETS (and, when it takes a body, to BODIES).
+ */
+
+/** Routes that need no token (see route-protection.ts); they are not tenant-scoped. */
+const PUBLIC = (route: Hapi.RequestRoute) => {
+    const key = `${route.method.toUpperCase()} ${route.path}`;
+    return ['POST /api/oauth2/token', 'GET /api/oauth2/jwks', 'GET /api/health', 'GET /api', 'GET /api/docs', 'GET /api/docs-json'].includes(key)
+        || key.startsWith('GET /api/swaggerui/') || key.startsWith('GET /api/schemas/');
+};
+
+/** What a tenant owns that a path can name. Extend it when a route names a new kind of resource. */
+interface Fixtures {
+    tenantId: string;
+    /** A client of the tenant that is not the caller. */
+    clientId: string;
+    keyChainId: string;
+}
+
+const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: string, suffix: string): Promise<Fixtures> => {
+    const { clientId } = await createClient(server, adminToken, { clientId: `${tenantId}-worker${suffix}`, roles: ['issuance:offer'], allowedIssuanceConfigs: ['pid'] });
+    const keyChainId = `${tenantId}-signer${suffix}`;
+    const chain = await server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(adminToken), payload: { id: keyChainId, usageType: 'attestation' } });
+    expect(chain.statusCode, chain.payload).to.equal(201);
+    return { tenantId, clientId, keyChainId };
+};
+
+/** Path → the values of its parameters, taken from a tenant's fixtures. Every parameterised route must be here. */
+const TARGETS: Record<string, (f: Fixtures) => Record<string, string>> = {
+    '/api/clients/{clientId}': (f) => ({ clientId: f.clientId }),
+    '/api/clients/{clientId}/rotate-secret': (f) => ({ clientId: f.clientId }),
+    '/api/key-chain/{id}': (f) => ({ id: f.keyChainId }),
+    '/api/key-chain/{id}/rotate': (f) => ({ id: f.keyChainId })
+};
+
+/** "METHOD path" → a valid body (null: the route takes none). Every POST, PUT and PATCH route of TARGETS must be here. */
+const BODIES: Record<string, unknown> = {
+    'PATCH /api/clients/{clientId}': { roles: ['tenant:read'], description: 'taken over', allowedIssuanceConfigs: [] },
+    'POST /api/clients/{clientId}/rotate-secret': null,
+    'PUT /api/key-chain/{id}': { usageType: 'access', certValidityDays: 30 },
+    'POST /api/key-chain/{id}/rotate': null
+};
+
+const scopesOf = (route: Hapi.RequestRoute): string[] => {
+    const auth = (route.settings as { auth?: false | { access?: Array<{ scope?: false | { selection?: string[]; required?: string[] } }> } }).auth;
+    return auth ? (auth.access ?? []).flatMap((a) => (a.scope ? [...a.scope.selection ?? [], ...a.scope.required ?? []] : [])) : [];
+};
+
+const paramsOf = (path: string): string[] => [...path.matchAll(/\{(\w+)[*?\d]*\}/g)].map((m) => m[1]!);
+
+const fill = (path: string, values: Record<string, string>) =>
+    path.replace(/\{(\w+)[*?\d]*\}/g, (_m, name: string) => encodeURIComponent(values[name]!));
+
+for (const dialect of DIALECTS) {
+    describe(`tenant isolation (${dialect})`, () => {
+        let t: TestServer;
+        let routes: Hapi.RequestRoute[];
+        let adminA: CreatedClient & { token: string };
+        let adminB: CreatedClient & { token: string };
+        let fixturesA: Fixtures;
+
+        before(async () => {
+            t = await startTestServer(dialect);
+            const root = await rootToken(t.server);
+            for (const id of ['iso-a', 'iso-b']) {
+                await createTenant(t.server, root, id, { description: `tenant ${id}`, sessionConfig: { ttlSeconds: 600, cleanupMode: 'full' } });
+            }
+            adminA = await clientWithToken(t.server, root, { clientId: 'iso-a-admin', roles: ['tenant:admin'], tenantId: 'iso-a' });
+            adminB = await clientWithToken(t.server, root, { clientId: 'iso-b-admin', roles: ['tenant:admin'], tenantId: 'iso-b' });
+            fixturesA = await makeFixtures(t.server, adminA.token, 'iso-a', '');
+            await makeFixtures(t.server, adminB.token, 'iso-b', '');
+            expect((await t.server.inject({ method: 'PUT', url: '/api/session-config', headers: bearer(adminA.token), payload: { ttlSeconds: 7200, cleanupMode: 'anonymize' } })).statusCode).to.equal(200);
+
+            routes = t.server.table()
+                .filter((r) => r.path.startsWith('/api/') && paramsOf(r.path).length > 0 && !PUBLIC(r))
+                .filter((r) => scopesOf(r).some((s) => s !== 'tenant:manage'));
+        });
+        after(() => t.stop());
+
+        it('knows how to target every tenant-scoped route with a path parameter', () => {
+            expect(routes.length).to.be.at.least(4);
+            const missing = routes.filter((r) => !TARGETS[r.path] || paramsOf(r.path).some((p) => TARGETS[r.path]!(fixturesA)[p] === undefined))
+                .map((r) => `${r.method.toUpperCase()} ${r.path}`);
+            expect(missing, `add these routes to TARGETS in test/security/tenant-isolation.ts:\n${missing.join('\n')}`).to.equal([]);
+            const noBody = routes.filter((r) => ['post', 'put', 'patch'].includes(r.method) && !(`${r.method.toUpperCase()} ${r.path}` in BODIES))
+                .map((r) => `${r.method.toUpperCase()} ${r.path}`);
+            expect(noBody, `add a valid body for these routes to BODIES in test/security/tenant-isolation.ts:\n${noBody.join('\n')}`).to.equal([]);
+        });
+
+        it('answers 404 to tenant B on every route naming tenant A\'s resources, and changes nothing of A', async () => {
+            const snapshotBefore = await tenantSnapshot(t.server, 'iso-a');
+            expect(snapshotBefore.clients!.length).to.equal(2);
+            expect(snapshotBefore.audit_logs!.length).to.be.at.least(4);
+
+            const offending: string[] = [];
+            for (const route of routes) {
+                const target = TARGETS[route.path];
+                if (!target) {
+                    continue; // reported by the test above
+                }
+                const key = `${route.method.toUpperCase()} ${route.path}`;
+                const payload = BODIES[key] ?? undefined;
+                const url = fill(route.path, target(fixturesA));
+                for (const query of ['', `?tenantId=${fixturesA.tenantId}`]) {
+                    const res = await t.server.inject({ method: route.method, url: `${url}${query}`, headers: bearer(adminB.token), ...(payload ? { payload: payload as object } : {}) });
+                    // With ?tenantId a route that does not take it may refuse the query (400); never anything else.
+                    const allowed = query ? [400, 404] : [404];
+                    if (!allowed.includes(res.statusCode)) {
+                        offending.push(`${key}${query}: ${res.statusCode} ${res.payload.slice(0, 200)}`);
+                    }
+                }
+            }
+            expect(offending, `tenant B reached tenant A's resources:\n${offending.join('\n')}`).to.equal([]);
+            expect(await tenantSnapshot(t.server, 'iso-a')).to.equal(snapshotBefore);
+        });
+
+        it('lets each tenant use those routes on its own resources with the same bodies (the 404s are not validation errors)', async () => {
+            const offending: string[] = [];
+            let n = 0;
+            for (const route of routes) {
+                const target = TARGETS[route.path];
+                if (!target) {
+                    continue;
+                }
+                const key = `${route.method.toUpperCase()} ${route.path}`;
+                const own = await makeFixtures(t.server, adminB.token, 'iso-b', `-${++n}`);
+                const payload = BODIES[key] ?? undefined;
+                const res = await t.server.inject({ method: route.method, url: fill(route.path, target(own)), headers: bearer(adminB.token), ...(payload ? { payload: payload as object } : {}) });
+                if (res.statusCode < 200 || res.statusCode > 204) {
+                    offending.push(`${key}: ${res.statusCode} ${res.payload.slice(0, 200)}`);
+                }
+            }
+            expect(offending, offending.join('\n')).to.equal([]);
+        });
+    });
+}

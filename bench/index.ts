@@ -1,10 +1,12 @@
 import { benchAuth } from './auth';
+import { benchKms } from './kms';
 import { benchStartup } from './startup';
 
 /** Runs every benchmark, or the ones named on the command line. */
 const benches: Record<string, () => Promise<void>> = {
     startup: benchStartup,
-    auth: benchAuth
+    auth: benchAuth,
+    kms: benchKms
 };
 
 const main = async () => {

@@ -3,6 +3,7 @@ import * as core from '../plugins/core';
 import * as docs from '../plugins/docs';
 import * as kms from '../plugins/kms';
 import * as kmsDb from '../plugins/kms-db';
+import * as kmsHttp from '../plugins/kms-http';
 import * as kmsPkcs11 from '../plugins/kms-pkcs11';
 import * as oauth2 from '../plugins/oauth2';
 import * as tenancy from '../plugins/tenancy';
@@ -16,6 +17,7 @@ export const manifest: Manifest = {
         { plugin: tenancy.plugin },
         { plugin: kms.plugin },
         { plugin: kmsDb.plugin },
+        { plugin: kmsHttp.plugin },
         { plugin: kmsPkcs11.plugin },
         { plugin: docs.plugin }
     ]

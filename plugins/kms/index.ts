@@ -74,11 +74,13 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const kms = new KmsService({ db, registry, log, config, types, globalConfig: global });
         const keyChains = new KeyChainService({ db, kms, config });
         server.decorate('server', 'kms', kms);
-        server.decorate('server', 'signing', new SigningService(kms, keyChains));
+        const signing = new SigningService(kms, keyChains);
+        server.decorate('server', 'signing', signing);
 
         server.registerResource(kmsConfigKind(types));
         server.registerResource(keyChainKind(keyChains));
         registry.onChange('KmsConfig', (tenantId) => tenantId && kms.invalidate(tenantId));
+        registry.onChange('KeyChain', (tenantId, id) => signing.invalidate(tenantId, id));
 
         server.ext('onPreStart', () => {
             global();

@@ -164,9 +164,7 @@ export class KmsService {
                 await this.deadline(entry.id, 'health', store.health());
             }
             catch (err) {
-                if (err instanceof UnavailableError) {
-                    throw err;
-                }
+                // At save time every failure, an unreachable provider included, makes the configuration unusable: 400.
                 throw new ValidationError(`KMS provider ${entry.id} cannot be used: ${(err as Error).message}`, [{ path: 'providers', message: `provider ${entry.id}: ${(err as Error).message}` }]);
             }
             finally {

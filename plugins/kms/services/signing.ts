@@ -2,6 +2,7 @@ import { Encoder, Tag } from 'cbor-x';
 import type { JWK } from 'jose';
 import { pemToX5c } from '../../../lib/kms/certificates';
 import type { PublicJwk } from '../../../lib/kms/types';
+import type { KeyChainKeyModel } from '../../../lib/db/models/kms';
 import type { KeyChainService } from './key-chains';
 import type { KmsService } from './kms-service';
 
@@ -24,6 +25,8 @@ const COSE_X5CHAIN = 33;
 const COSE_ES256 = -7;
 const COSE_SIGN1_TAG = 18;
 
+const CACHE_TTL_MS = 30_000;
+
 const cbor = new Encoder({ mapsAsObjects: false, useRecords: false, tagUint8Array: false });
 
 /**
@@ -31,10 +34,36 @@ const cbor = new Encoder({ mapsAsObjects: false, useRecords: false, tagUint8Arra
  * asks it with a tenant and a key chain id. Key material stays in the KMS provider.
  */
 export class SigningService {
+    private readonly cache = new Map<string, { row: Promise<KeyChainKeyModel>; at: number }>();
+
     constructor(private readonly kms: KmsService, private readonly keyChains: KeyChainService) {}
 
+    /** Drops a key chain's cached material (it was rotated, replaced or deleted). */
+    invalidate(tenantId: string | null, keyChainId: string): void {
+        this.cache.delete(`${tenantId}\u0000${keyChainId}`);
+    }
+
+    /**
+     * Key material is read on every signature, so it is cached: invalidated on change in this process, and at most
+     * CACHE_TTL_MS old when another replica rotated the chain (its previous key stays valid meanwhile).
+     */
+    private row(tenantId: string, keyChainId: string): Promise<KeyChainKeyModel> {
+        if (this.keyChains.inTransaction()) {
+            return this.keyChains.material(tenantId, keyChainId);
+        }
+        const key = `${tenantId}\u0000${keyChainId}`;
+        const cached = this.cache.get(key);
+        if (cached && Date.now() - cached.at < CACHE_TTL_MS) {
+            return cached.row;
+        }
+        const row = this.keyChains.material(tenantId, keyChainId);
+        row.catch(() => this.cache.delete(key));
+        this.cache.set(key, { row, at: Date.now() });
+        return row;
+    }
+
     async material(tenantId: string, keyChainId: string): Promise<SigningMaterial> {
-        const row = await this.keyChains.material(tenantId, keyChainId);
+        const row = await this.row(tenantId, keyChainId);
         return {
             keyChainId,
             publicJwk: row.publicJwk as PublicJwk,
@@ -46,7 +75,7 @@ export class SigningService {
 
     /** ES256 over data: raw r || s. */
     async sign(tenantId: string, keyChainId: string, data: Uint8Array): Promise<Uint8Array> {
-        const row = await this.keyChains.material(tenantId, keyChainId);
+        const row = await this.row(tenantId, keyChainId);
         const { store } = await this.kms.provider(tenantId, row.kmsProvider);
         return store.sign(row.keyRef, data, 'ES256');
     }

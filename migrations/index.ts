@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import * as foundation from './20261125_0001_foundation';
 import * as auth from './20261125_0002_auth';
 import * as kms from './20261125_0003_kms';
+import * as sessions from './20261125_0004_sessions';
 
 export interface Migration {
     name: string;
@@ -13,5 +14,6 @@ export interface Migration {
 export const migrations: Migration[] = [
     { name: '20261125_0001_foundation', ...foundation },
     { name: '20261125_0002_auth', ...auth },
-    { name: '20261125_0003_kms', ...kms }
+    { name: '20261125_0003_kms', ...kms },
+    { name: '20261125_0004_sessions', ...sessions }
 ];

@@ -2,7 +2,7 @@ import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as X509 from '@peculiar/x509';
-import { Decoder, Tag } from 'cbor-x';
+import { cborDecode, cborEncode } from '@animo-id/mdoc';
 import * as Jose from 'jose';
 import { DIALECTS } from '../helpers/databases';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
@@ -82,16 +82,14 @@ for (const dialect of DIALECTS) {
 
         it('signs COSE_Sign1 with the chain in x5chain', async () => {
             const payload = new Uint8Array([1, 2, 3]);
-            const decode = (bytes: Uint8Array) => new Decoder({ mapsAsObjects: false }).decode(bytes);
-            const sign1 = decode(await t.server.signing.coseSign1('acme', 'issuer', { payload })) as Tag;
-            expect(sign1.tag).to.equal(18);
-            const [protectedBytes, unprotected, body, signature] = sign1.value as [Uint8Array, Map<number, unknown>, Uint8Array, Uint8Array];
-            expect(decode(protectedBytes).get(1)).to.equal(-7);
+            const tagged = await t.server.signing.coseSign1('acme', 'issuer', { payload, tagged: true });
+            expect(tagged[0]).to.equal(0xd2);
+            const [protectedBytes, unprotected, body, signature] = cborDecode(tagged.subarray(1)) as [Uint8Array, Map<number, unknown>, Uint8Array, Uint8Array];
+            expect((cborDecode(protectedBytes) as Map<number, unknown>).get(1)).to.equal(-7);
             expect(Buffer.from(body)).to.equal(Buffer.from(payload));
             const x5chain = unprotected.get(33) as Uint8Array;
             const cert = x509(Buffer.from(x5chain).toString('base64'));
-            const { Encoder } = await import('cbor-x');
-            const toBeSigned = new Encoder({ mapsAsObjects: false, useRecords: false, tagUint8Array: false }).encode(['Signature1', protectedBytes, new Uint8Array(), payload]);
+            const toBeSigned = cborEncode(['Signature1', protectedBytes, new Uint8Array(), payload]);
             const key = Crypto.createPublicKey({ key: Buffer.from(cert.publicKey.rawData), format: 'der', type: 'spki' });
             expect(Crypto.verify('sha256', toBeSigned, { key, dsaEncoding: 'ieee-p1363' }, signature)).to.be.true();
         });

@@ -1,4 +1,4 @@
-import { Encoder, Tag } from 'cbor-x';
+import { cborEncode } from '@animo-id/mdoc';
 import type { JWK } from 'jose';
 import { pemToX5c } from '../../../lib/kms/certificates';
 import type { PublicJwk } from '../../../lib/kms/types';
@@ -27,7 +27,8 @@ const COSE_SIGN1_TAG = 18;
 
 const CACHE_TTL_MS = 30_000;
 
-const cbor = new Encoder({ mapsAsObjects: false, useRecords: false, tagUint8Array: false });
+// CBOR tag 18 (COSE_Sign1): major type 6 with the value in the initial byte.
+const COSE_SIGN1_TAG_BYTE = 0xc0 | COSE_SIGN1_TAG;
 
 /**
  * The one signing service: everything that signs (JWS for request objects, tokens and SD-JWT; COSE_Sign1 for mdoc)
@@ -92,18 +93,22 @@ export class SigningService {
         return `${signingInput}.${b64url(signature)}`;
     }
 
-    /** A tagged COSE_Sign1 (ES256) with the chain in the unprotected x5chain header unless `x5chain: false`. */
-    async coseSign1(tenantId: string, keyChainId: string, options: { payload: Uint8Array; protectedHeader?: Map<number, unknown>; unprotectedHeader?: Map<number, unknown>; externalAad?: Uint8Array; x5chain?: boolean }): Promise<Uint8Array> {
+    /**
+     * A COSE_Sign1 (ES256) with the chain in the unprotected x5chain header unless `x5chain: false`. Untagged by
+     * default, as mdoc's IssuerAuth and DeviceSignature carry it; `tagged` adds tag 18.
+     */
+    async coseSign1(tenantId: string, keyChainId: string, options: { payload: Uint8Array; protectedHeader?: Map<number, unknown>; unprotectedHeader?: Map<number, unknown>; externalAad?: Uint8Array; x5chain?: boolean; tagged?: boolean }): Promise<Uint8Array> {
         const protectedMap = new Map<number, unknown>([[COSE_ALG, COSE_ES256], ...options.protectedHeader ?? []]);
-        const protectedBytes = cbor.encode(protectedMap);
+        const protectedBytes = cborEncode(protectedMap);
         const unprotected = new Map<number, unknown>(options.unprotectedHeader ?? []);
         if (options.x5chain !== false) {
             const x5c = (await this.material(tenantId, keyChainId)).x5c.map((c) => Buffer.from(c, 'base64'));
             unprotected.set(COSE_X5CHAIN, x5c.length === 1 ? x5c[0] : x5c);
         }
-        const toBeSigned = cbor.encode(['Signature1', protectedBytes, options.externalAad ?? new Uint8Array(), options.payload]);
+        const toBeSigned = cborEncode(['Signature1', protectedBytes, options.externalAad ?? new Uint8Array(), options.payload]);
         const signature = await this.sign(tenantId, keyChainId, toBeSigned);
-        return cbor.encode(new Tag([protectedBytes, unprotected, options.payload, signature], COSE_SIGN1_TAG));
+        const sign1 = cborEncode([protectedBytes, unprotected, options.payload, signature]);
+        return options.tagged ? Buffer.concat([Buffer.from([COSE_SIGN1_TAG_BYTE]), sign1]) : sign1;
     }
 
     /** The public JWK with the id callers publish it under (e.g. in a tenant JWKS). */

@@ -1,0 +1,91 @@
+import Crypto from 'node:crypto';
+import { SDJwtVcInstance } from '@sd-jwt/sd-jwt-vc';
+import type { JWK } from 'jose';
+import type { SigningService } from '../../kms/services/signing';
+import { flattenFields, type FieldRule, type Path } from './claims';
+
+// @sd-jwt names object members by key and array elements by numeric index in `_sd`.
+type Frame = { _sd?: Array<string | number> } & { [key: string]: Frame | Array<string | number> | undefined };
+
+const frameAt = (frame: Frame, key: string): Frame => {
+    const existing = frame[key];
+    if (existing && !Array.isArray(existing)) {
+        return existing;
+    }
+    const created: Frame = {};
+    frame[key] = created;
+    return created;
+};
+
+const markDisclosable = (frame: Frame, value: unknown, path: Path): void => {
+    const [head, ...rest] = path;
+    if (head === undefined) {
+        return;
+    }
+    const keys: Array<string | number> = head === null
+        ? (Array.isArray(value) ? value.map((_, i) => i) : [])
+        : [Array.isArray(value) ? Number(head) : String(head)];
+    for (const key of keys) {
+        const child = (value as Record<string | number, unknown> | undefined)?.[key];
+        if (child === undefined) {
+            continue;
+        }
+        if (!rest.length) {
+            frame._sd = [...new Set([...frame._sd ?? [], key])];
+        }
+        else {
+            markDisclosable(frameAt(frame, String(key)), child, rest);
+        }
+    }
+};
+
+/** The disclosure frame of @sd-jwt: disclosable fields (nested ones and array elements too) become `_sd` entries. */
+export const disclosureFrame = (claims: Record<string, unknown>, fields: FieldRule[]): Frame => {
+    const frame: Frame = {};
+    for (const field of flattenFields(fields).filter((f) => f.disclosable && f.path.length)) {
+        markDisclosable(frame, claims, field.path);
+    }
+    return frame;
+};
+
+const hasher = (data: string | ArrayBuffer, alg: string) => {
+    if (alg.toLowerCase() !== 'sha-256') {
+        throw new Error(`Unsupported hash algorithm ${alg}`);
+    }
+    return new Uint8Array(Crypto.createHash('sha256').update(typeof data === 'string' ? data : Buffer.from(data)).digest());
+};
+
+export interface SdJwtIssue {
+    tenantId: string;
+    keyChainId: string;
+    issuer: string;
+    vct: string;
+    claims: Record<string, unknown>;
+    fields: FieldRule[];
+    holderJwk?: JWK;
+    lifetimeSeconds?: number;
+    status?: Record<string, unknown>;
+}
+
+/** An SD-JWT VC (typ dc+sd-jwt) signed through the signing service, with the key chain's x5c (root left out). */
+export const issueSdJwtVc = async (signing: SigningService, input: SdJwtIssue): Promise<string> => {
+    const { x5c } = await signing.material(input.tenantId, input.keyChainId);
+    const sdjwt = new SDJwtVcInstance({
+        hasher,
+        hashAlg: 'sha-256',
+        saltGenerator: () => Crypto.randomBytes(16).toString('base64url'),
+        signAlg: 'ES256',
+        signer: async (data: string) => Buffer.from(await signing.sign(input.tenantId, input.keyChainId, Buffer.from(data, 'ascii'))).toString('base64url')
+    });
+    const iat = Math.floor(Date.now() / 1000);
+    const payload = {
+        ...input.claims,
+        iss: input.issuer,
+        vct: input.vct,
+        iat,
+        ...(input.lifetimeSeconds ? { exp: iat + input.lifetimeSeconds } : {}),
+        ...(input.holderJwk ? { cnf: { jwk: input.holderJwk } } : {}),
+        ...(input.status ? { status: input.status } : {})
+    };
+    return sdjwt.issue(payload as Parameters<typeof sdjwt.issue>[0], disclosureFrame(input.claims, input.fields) as never, { header: { typ: 'dc+sd-jwt', x5c } });
+};

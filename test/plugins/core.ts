@@ -33,6 +33,12 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        it('offers the OAuth2 client-credentials flow in the API docs', async () => {
+            const doc = JSON.parse((await t.server.inject('/api/docs-json')).payload);
+            expect(doc.securityDefinitions.oauth2).to.include({ type: 'oauth2', flow: 'application', tokenUrl: 'http://hallmark.test/api/oauth2/token' });
+            expect(doc.security).to.equal([{ oauth2: [] }]);
+        });
+
         it('answers an unknown route with a Boom-shaped 404', async () => {
             const res = await t.server.inject('/api/nothing-here');
             expect(res.statusCode).to.equal(404);
@@ -57,6 +63,23 @@ for (const dialect of DIALECTS) {
         });
     });
 }
+
+describe('health with the database down', () => {
+    it('answers 503 with database down', async () => {
+        const t = await startTestServer('sqlite');
+        try {
+            await t.server.db.knex.destroy();
+            for (const url of ['/health', '/api/health']) {
+                const res = await t.server.inject(url);
+                expect(res.statusCode).to.equal(503);
+                expect(res.result).to.equal({ status: 'error', database: { status: 'down' } });
+            }
+        }
+        finally {
+            await t.database.drop();
+        }
+    });
+});
 
 describe('core error mapping', () => {
     let t: TestServer;

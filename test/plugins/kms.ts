@@ -200,3 +200,52 @@ for (const dialect of DIALECTS) {
         });
     });
 }
+
+describe('global kms.json and rotation policy', () => {
+    it('merges the global kms.json under the tenant\'s own configuration', async () => {
+        const Fs = await import('node:fs');
+        const Os = await import('node:os');
+        const Path = await import('node:path');
+        const folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-kms-config-'));
+        Fs.writeFileSync(Path.join(folder, 'kms.json'), JSON.stringify({ defaultProvider: 'shared', providers: [{ id: 'shared', type: 'db', description: '${KMS_LABEL:Shared keys}' }] }));
+        Fs.mkdirSync(Path.join(folder, 'acme'));
+        Fs.writeFileSync(Path.join(folder, 'acme', 'info.json'), JSON.stringify({ name: 'Acme' }));
+        Fs.writeFileSync(Path.join(folder, 'acme', 'kms.json'), JSON.stringify({ providers: [{ id: 'own', type: 'db' }] }));
+        Fs.mkdirSync(Path.join(folder, 'globex'));
+        Fs.writeFileSync(Path.join(folder, 'globex', 'info.json'), JSON.stringify({ name: 'Globex' }));
+        Fs.writeFileSync(Path.join(folder, 'globex', 'kms.json'), JSON.stringify({ defaultProvider: 'db', providers: [] }));
+        const t = await startTestServer('sqlite', { env: { CONFIG_FOLDER: folder } });
+        try {
+            const acme = await t.server.kms.effectiveConfig('acme');
+            expect(acme.defaultProvider).to.equal('shared');
+            expect(acme.providers.map((p) => [p.id, p.description])).to.equal([['db', 'Keys sealed in the service database'], ['shared', 'Shared keys'], ['own', undefined]]);
+            expect((await t.server.kms.effectiveConfig('globex')).defaultProvider).to.equal('db');
+        }
+        finally {
+            await t.stop();
+            Fs.rmSync(folder, { recursive: true, force: true });
+        }
+    });
+
+    it('rotates key chains whose rotation policy is due, and leaves the others', async () => {
+        const t = await startTestServer('sqlite');
+        try {
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'acme');
+            const admin = (await clientWithToken(t.server, root, { clientId: 'acme-keys', roles: ['key:manage'], tenantId: 'acme' })).token;
+            const create = (payload: object) => t.server.inject({ method: 'POST', url: '/api/key-chain', payload, headers: bearer(admin) });
+            const due = (await create({ id: 'due', usageType: 'attestation', rotationPolicy: { enabled: true, intervalDays: 30 } })).result as any;
+            const fresh = (await create({ id: 'fresh', usageType: 'attestation', rotationPolicy: { enabled: true, intervalDays: 30 } })).result as any;
+            const off = (await create({ id: 'off', usageType: 'attestation', rotationPolicy: { enabled: false, intervalDays: 1 } })).result as any;
+            await t.server.db.knex('key_chain_keys').whereIn('key_chain_id', ['due', 'off']).update({ rotated_at: new Date(Date.now() - 31 * 86_400_000).toISOString() });
+            await t.server.jobs.runNow('key-chain.rotation');
+            const get = async (id: string) => ((await t.server.inject({ url: `/api/key-chain/${id}`, headers: bearer(admin) })).result as any).publicJwk.x;
+            expect(await get('due')).to.not.equal(due.publicJwk.x);
+            expect(await get('fresh')).to.equal(fresh.publicJwk.x);
+            expect(await get('off')).to.equal(off.publicJwk.x);
+        }
+        finally {
+            await t.stop();
+        }
+    });
+});

@@ -6,6 +6,8 @@ import * as kmsDb from '../plugins/kms-db';
 import * as kmsHttp from '../plugins/kms-http';
 import * as kmsPkcs11 from '../plugins/kms-pkcs11';
 import * as oauth2 from '../plugins/oauth2';
+import * as oid4vci from '../plugins/oid4vci';
+import * as sessions from '../plugins/sessions';
 import * as tenancy from '../plugins/tenancy';
 
 /** Every plugin: the full service. A host composes its own manifest with a subset. */
@@ -19,6 +21,8 @@ export const manifest: Manifest = {
         { plugin: kmsDb.plugin },
         { plugin: kmsHttp.plugin },
         { plugin: kmsPkcs11.plugin },
+        { plugin: sessions.plugin },
+        { plugin: oid4vci.plugin },
         { plugin: docs.plugin }
     ]
 };

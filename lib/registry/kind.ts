@@ -69,6 +69,8 @@ export interface ResourceKind<T = any> {
     id(spec: T): string;
     /** Path in a tenant folder: a file for singletons, a directory of `<id>.json` files otherwise. */
     location: { file: string } | { dir: string };
+    /** Checks that need other resources (inside the write's transaction); throw ValidationError to refuse. */
+    check?(scope: StoreScope, spec: T): Promise<void>;
     /** Fills in what a tenant folder implies, e.g. the tenant id of info.json. */
     fromFolder?(spec: any, tenantId: string): any;
     store?: ResourceStore<T>;

@@ -235,6 +235,8 @@ export class Registry {
             if (!existing && mode === 'update') {
                 throw new NotFoundError(`${kind.kind} ${id} not found`);
             }
+            await this.checkReferences(db, trx, scope.tenantId, kind, spec);
+            await kind.check?.(scope, spec);
             const ownership = options.ownership ?? existing?.ownership ?? 'unmanaged';
             if (existing && existing.ownership === ownership && await this.sameSpec(scope, store, id, existing.spec, spec)) {
                 return { action: 'unchanged', id, spec: existing.spec, resource: existing, warnings };
@@ -281,6 +283,20 @@ export class Registry {
             await store.delete(scope, key);
         }, ctx.trx);
         this.changed(kind, kind.isTenant ? key : ctx.tenantId ?? null, key);
+    }
+
+    /** Every reference field must name an existing resource of the tenant (MISSING_RESOURCE_REFERENCE). */
+    private async checkReferences(db: Database, trx: Knex, tenantId: string | null, kind: ResourceKind, spec: unknown): Promise<void> {
+        for (const [field, targetName] of Object.entries(kind.references ?? {})) {
+            const value = valueAt(spec, field);
+            if (typeof value !== 'string' || !tenantId || !this.kinds.has(targetName)) {
+                continue;
+            }
+            const target = this.kind(targetName);
+            if (!(await this.store(target).get({ db, trx, tenantId, kind: target }, value))) {
+                throw new ValidationError(`${field} names ${targetName} ${value}, which does not exist`, [{ path: field, message: `MISSING_RESOURCE_REFERENCE: no ${targetName} ${value}` }]);
+            }
+        }
     }
 
     /** `Kind id` of every resource of the tenant whose reference fields name this resource. */

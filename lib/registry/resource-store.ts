@@ -8,6 +8,10 @@ import { tenantOf, type ResourceStore, type StoreScope, type StoredResource } fr
 const modelFor = (scope: StoreScope) =>
     scope.db.model(scope.kind.secrets?.length ? SealedResourceModel : ResourceModel);
 
+// Reads always go through the sealed model, which leaves plaintext specs as they are, so a reader need not know
+// whether the kind has secrets.
+const reader = (scope: StoreScope) => scope.db.model(SealedResourceModel);
+
 const toStored = (row: ResourceModel): StoredResource<any> => ({
     spec: row.spec,
     version: row.version,
@@ -19,12 +23,12 @@ const toStored = (row: ResourceModel): StoredResource<any> => ({
 
 export const tableResourceStore: ResourceStore<any> = {
     async get(scope, id) {
-        const row = await modelFor(scope).query(scope.trx).findById([tenantOf(scope), scope.kind.kind, id]);
+        const row = await reader(scope).query(scope.trx).findById([tenantOf(scope), scope.kind.kind, id]);
         return row ? toStored(row) : undefined;
     },
 
     async list(scope) {
-        const rows = await modelFor(scope).query(scope.trx)
+        const rows = await reader(scope).query(scope.trx)
             .where({ tenantId: tenantOf(scope), kind: scope.kind.kind })
             .orderBy('id');
         return rows.map(toStored);

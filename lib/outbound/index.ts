@@ -1,0 +1,422 @@
+/**
+ * The one way Hallmark calls out to URLs that tenants configure (webhooks, attribute providers, trust and status
+ * lists). Such URLs are attacker-controlled input: the guard refuses schemes, hosts and addresses the policy does not
+ * allow (spec 1, OUTBOUND_URL_*; 6.3 item 5) and pins the connection to the address it checked, so a DNS answer that
+ * changes between check and connect (rebinding) cannot redirect the request into the private network.
+ *
+ * Messages of both error classes name at most the scheme, host and port: paths and query strings of webhook URLs
+ * often carry tokens, and header values carry credentials.
+ */
+import * as Dns from 'node:dns';
+import * as Http from 'node:http';
+import * as Https from 'node:https';
+import * as Net from 'node:net';
+import * as Url from 'node:url';
+import { classifyAddress } from './addresses';
+
+export { classifyAddress, isPublicAddress, type AddressClass } from './addresses';
+
+export interface OutboundPolicy {
+    allowHttp: boolean;
+    allowPrivateNetwork: boolean;
+    allowedHosts: string[];
+}
+
+/** The URL is refused by the outbound policy; nothing was sent. */
+export class OutboundBlockedError extends Error {
+    constructor(message: string) {
+        super(message);
+        this.name = 'OutboundBlockedError';
+    }
+}
+
+/** Resolution or connection failure, timeout, oversized body, redirect or an unreadable response. */
+export class OutboundRequestError extends Error {
+    constructor(message: string, options?: { cause?: unknown }) {
+        super(message, options);
+        this.name = 'OutboundRequestError';
+    }
+}
+
+export interface OutboundResponse {
+    status: number;
+    headers: Record<string, string | string[] | undefined>;
+    body: Buffer;
+    json<T = unknown>(): T;
+    text(): string;
+}
+
+export interface OutboundRequest {
+    /** Defaults to POST when there is a body, GET otherwise. */
+    method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+    /** Host and Content-Length are always derived from the URL and the body; given values are dropped. */
+    headers?: Record<string, string>;
+    /** An object (not a Buffer) is sent as JSON with content-type application/json unless a content-type is given. */
+    body?: string | Buffer | object;
+    /** Whole request: DNS resolution, connect, TLS, and reading the full response. */
+    timeoutMs?: number;
+    maxResponseBytes?: number;
+}
+
+export type Resolver = (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
+
+export interface CheckedUrl {
+    url: URL;
+    /** The address the request must connect to. */
+    address: string;
+    family: 4 | 6;
+}
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
+export const MAX_REQUEST_BYTES = 1024 * 1024;
+
+export const defaultResolver: Resolver = async (hostname) => {
+    const answers = await Dns.promises.lookup(hostname, { all: true, verbatim: true });
+    return answers.map(({ address, family }) => ({ address, family: family === 6 ? 6 : 4 }));
+};
+
+/** Scheme, host and port only: safe for logs and error messages. */
+const describe = (url: URL): string => `${url.protocol}//${url.host}`;
+
+const bareHost = (hostname: string): string => {
+    let host = hostname.trim().toLowerCase();
+    if (host.startsWith('[') && host.endsWith(']')) {
+        host = host.slice(1, -1);
+    }
+
+    // "example.com." is the same host as "example.com"; the allowlist must not be sidestepped by the root label.
+    if (host.endsWith('.')) {
+        host = host.slice(0, -1);
+    }
+
+    return host;
+};
+
+const normaliseAllowedHost = (entry: string): string => {
+    const host = bareHost(entry);
+    if (host === '' || Net.isIP(host) !== 0) {
+        return host;
+    }
+
+    // URL hostnames arrive in punycode, so an allowlist written in Unicode must be compared in punycode too.
+    return Url.domainToASCII(host) || host;
+};
+
+const hostAllowed = (hostname: string, allowedHosts: string[]): boolean => {
+    if (allowedHosts.length === 0) {
+        return true;
+    }
+
+    const host = bareHost(hostname);
+    return allowedHosts.some((entry) => {
+        const allowed = normaliseAllowedHost(entry);
+        if (allowed === '') {
+            return false;
+        }
+
+        // Subdomain matching needs the dot so that badexample.com does not pass for example.com; IP literals have
+        // no subdomains.
+        return host === allowed || (Net.isIP(host) === 0 && host.endsWith(`.${allowed}`));
+    });
+};
+
+const errorCode = (err: unknown): string => {
+    const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+    return typeof code === 'string' ? code : typeof message === 'string' ? message : 'unknown error';
+};
+
+/**
+ * Applies the policy to a URL and resolves its host once. The returned address is the one to connect to: resolving
+ * again later could give another answer.
+ */
+export const checkUrl = async (policy: OutboundPolicy, url: string, resolver: Resolver = defaultResolver): Promise<CheckedUrl> => {
+    let parsed: URL;
+    try {
+        parsed = new URL(url);
+    }
+    catch {
+        throw new OutboundBlockedError('invalid URL');
+    }
+
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
+        throw new OutboundBlockedError(`scheme ${parsed.protocol} is not allowed (only https, or http when OUTBOUND_URL_ALLOW_HTTP is set)`);
+    }
+
+    if (parsed.protocol === 'http:' && !policy.allowHttp) {
+        throw new OutboundBlockedError(`${describe(parsed)}: http URLs are not allowed (OUTBOUND_URL_ALLOW_HTTP is off)`);
+    }
+
+    if (parsed.username !== '' || parsed.password !== '') {
+        // parsed.host never contains the userinfo, so the message stays free of it.
+        throw new OutboundBlockedError(`${describe(parsed)}: credentials in the URL are not allowed`);
+    }
+
+    const host = bareHost(parsed.hostname);
+    if (host === '') {
+        throw new OutboundBlockedError('URL has no host');
+    }
+
+    if (!hostAllowed(host, policy.allowedHosts)) {
+        throw new OutboundBlockedError(`${describe(parsed)}: host ${host} is not on OUTBOUND_URL_ALLOWED_HOSTS`);
+    }
+
+    let answers: Array<{ address: string; family: 4 | 6 }>;
+    const literal = Net.isIP(host);
+    if (literal !== 0) {
+        answers = [{ address: host, family: literal === 6 ? 6 : 4 }];
+    }
+    else {
+        try {
+            answers = await resolver(host);
+        }
+        catch (err) {
+            throw new OutboundRequestError(`${describe(parsed)}: could not resolve ${host} (${errorCode(err)})`, { cause: err });
+        }
+
+        if (!Array.isArray(answers) || answers.length === 0) {
+            throw new OutboundRequestError(`${describe(parsed)}: ${host} resolved to no address`);
+        }
+    }
+
+    // Every answer must pass, not just the first: the client side might otherwise be steered to a different record.
+    for (const { address } of answers) {
+        const klass = classifyAddress(address);
+        if (klass === 'invalid') {
+            throw new OutboundBlockedError(`${describe(parsed)}: ${host} resolved to something that is not an IP address`);
+        }
+
+        if (klass !== 'public' && !policy.allowPrivateNetwork) {
+            throw new OutboundBlockedError(
+                `${describe(parsed)}: ${host} resolves to a ${klass} address (${address}); OUTBOUND_URL_ALLOW_PRIVATE_NETWORK is off`
+            );
+        }
+    }
+
+    const chosen = answers[0]!;
+    // The family comes from the address itself rather than from the resolver, whose label could be wrong.
+    return { url: parsed, address: chosen.address, family: Net.isIP(chosen.address) === 6 ? 6 : 4 };
+};
+
+const encodeBody = (request: OutboundRequest): { body?: Buffer; json: boolean } => {
+    const { body } = request;
+    if (body === undefined) {
+        return { json: false };
+    }
+
+    let encoded: Buffer;
+    let json = false;
+    if (typeof body === 'string') {
+        encoded = Buffer.from(body, 'utf8');
+    }
+    else if (body instanceof Uint8Array) {
+        encoded = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    }
+    else {
+        let text: string | undefined;
+        try {
+            text = JSON.stringify(body);
+        }
+        catch (err) {
+            throw new OutboundRequestError('request body cannot be serialised as JSON', { cause: err });
+        }
+
+        encoded = Buffer.from(text ?? 'null', 'utf8');
+        json = true;
+    }
+
+    if (encoded.length > MAX_REQUEST_BYTES) {
+        throw new OutboundRequestError(`request body exceeds ${MAX_REQUEST_BYTES} bytes`);
+    }
+
+    return { body: encoded, json };
+};
+
+const buildHeaders = (request: OutboundRequest, body: Buffer | undefined, json: boolean): Record<string, string> => {
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(request.headers ?? {})) {
+        const lower = name.toLowerCase();
+        // Host must match the checked URL (and the TLS name); Content-Length must match what is actually sent.
+        if (lower !== 'host' && lower !== 'content-length') {
+            headers[lower] = value;
+        }
+    }
+
+    if (body !== undefined) {
+        headers['content-length'] = String(body.length);
+        if (json && headers['content-type'] === undefined) {
+            headers['content-type'] = 'application/json';
+        }
+    }
+
+    return headers;
+};
+
+const makeResponse = (status: number, headers: Record<string, string | string[] | undefined>, body: Buffer, where: string): OutboundResponse => ({
+    status,
+    headers,
+    body,
+    text: () => body.toString('utf8'),
+    json: <T>() => {
+        try {
+            return JSON.parse(body.toString('utf8')) as T;
+        }
+        catch {
+            // The SyntaxError message quotes the body, which may hold anything the receiver chose to send.
+            throw new OutboundRequestError(`${where}: response body is not valid JSON`);
+        }
+    }
+});
+
+/** Answers every lookup with the address checkUrl approved, whatever DNS would say now. */
+const pinnedLookup = (address: string, family: 4 | 6): Net.LookupFunction => (_hostname, options, callback) => {
+    // net calls this with all: true when it races IPv4 and IPv6 (autoSelectFamily), and expects a list then.
+    process.nextTick(() => (options.all ? callback(null, [{ address, family }]) : callback(null, address, family)));
+};
+
+interface SendOptions {
+    method: string;
+    headers: Record<string, string>;
+    body?: Buffer;
+    timeoutMs: number;
+    remainingMs: number;
+    maxResponseBytes: number;
+}
+
+const send = (target: CheckedUrl, options: SendOptions): Promise<OutboundResponse> => new Promise((resolve, reject) => {
+    const { url } = target;
+    const where = describe(url);
+    const host = bareHost(url.hostname);
+    const https = url.protocol === 'https:';
+
+    let settled = false;
+    let req: Http.ClientRequest | undefined;
+    const finish = (outcome: () => void): void => {
+        if (settled) {
+            return;
+        }
+
+        settled = true;
+        clearTimeout(timer);
+        outcome();
+    };
+
+    const fail = (err: OutboundRequestError): void => finish(() => {
+        req?.destroy();
+        reject(err);
+    });
+
+    // One timer for the whole exchange: socket timeouts only see idle gaps, so a server trickling bytes would
+    // otherwise hold the caller (and the wallet waiting on a webhook) indefinitely.
+    const timer = setTimeout(() => fail(new OutboundRequestError(`${where}: timed out after ${options.timeoutMs} ms`)), options.remainingMs);
+
+    const requestOptions: Https.RequestOptions = {
+        protocol: url.protocol,
+        hostname: host,
+        port: url.port === '' ? undefined : Number(url.port),
+        path: `${url.pathname}${url.search}`,
+        method: options.method,
+        headers: options.headers,
+        // A fresh agent per request: a pooled socket might be connected to an address checked for another request.
+        agent: false,
+        lookup: pinnedLookup(target.address, target.family),
+        // TLS must verify the certificate against the name, not against the pinned address.
+        ...(https && Net.isIP(host) === 0 ? { servername: host } : {})
+    };
+
+    try {
+        req = (https ? Https : Http).request(requestOptions);
+    }
+    catch (err) {
+        // Invalid header names or values throw here; Node's message names the header, never its value.
+        fail(new OutboundRequestError(`${where}: invalid request (${errorCode(err)})`, { cause: err }));
+        return;
+    }
+
+    req.on('error', (err) => fail(new OutboundRequestError(`${where}: request failed (${errorCode(err)})`, { cause: err })));
+    req.on('response', (res) => {
+        const status = res.statusCode ?? 0;
+        // 304 only answers a conditional request the caller made on purpose; it redirects nowhere.
+        if (status >= 300 && status < 400 && status !== 304) {
+            res.resume();
+            fail(new OutboundRequestError(`${where}: redirects are not followed (status ${status})`));
+            return;
+        }
+
+        const declared = Number(res.headers['content-length']);
+        if (Number.isFinite(declared) && declared > options.maxResponseBytes) {
+            fail(new OutboundRequestError(`${where}: response exceeds ${options.maxResponseBytes} bytes`));
+            return;
+        }
+
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+            size += chunk.length;
+            if (size > options.maxResponseBytes) {
+                fail(new OutboundRequestError(`${where}: response exceeds ${options.maxResponseBytes} bytes`));
+                return;
+            }
+
+            chunks.push(chunk);
+        });
+        res.on('error', (err) => fail(new OutboundRequestError(`${where}: response failed (${errorCode(err)})`, { cause: err })));
+        res.on('close', () => {
+            if (!res.complete) {
+                fail(new OutboundRequestError(`${where}: connection closed before the response was complete`));
+            }
+        });
+        res.on('end', () => finish(() => resolve(makeResponse(status, res.headers, Buffer.concat(chunks, size), where))));
+    });
+
+    req.end(options.body);
+});
+
+/** Sends one request through the outbound policy. Non-2xx statuses are returned; 3xx redirects are errors. */
+export const outboundRequest = async (
+    policy: OutboundPolicy,
+    url: string,
+    request: OutboundRequest = {},
+    options: { resolver?: Resolver } = {}
+): Promise<OutboundResponse> => {
+    const timeoutMs = request.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const maxResponseBytes = request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    if (!(timeoutMs > 0) || !(maxResponseBytes >= 0)) {
+        throw new OutboundRequestError('timeoutMs must be positive and maxResponseBytes not negative');
+    }
+
+    const { body, json } = encodeBody(request);
+    const headers = buildHeaders(request, body, json);
+    const started = Date.now();
+
+    // The deadline covers resolution too: a resolver that never answers must not hold the caller.
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => {
+            let where = 'outbound request';
+            try {
+                where = describe(new URL(url));
+            }
+            catch { /* an invalid URL is reported by checkUrl instead */ }
+
+            reject(new OutboundRequestError(`${where}: timed out after ${timeoutMs} ms`));
+        }, timeoutMs);
+    });
+
+    let target: CheckedUrl;
+    try {
+        target = await Promise.race([checkUrl(policy, url, options.resolver), deadline]);
+    }
+    finally {
+        clearTimeout(timer);
+    }
+
+    return send(target, {
+        method: request.method ?? (body === undefined ? 'GET' : 'POST'),
+        headers,
+        body,
+        timeoutMs,
+        remainingMs: Math.max(1, timeoutMs - (Date.now() - started)),
+        maxResponseBytes
+    });
+};

@@ -1,0 +1,155 @@
+import type Hapi from '@hapi/hapi';
+import type { ServerRoute } from '@hapi/hapi';
+import Joi from 'joi';
+import { NotFoundError, OAuthError } from '../../../lib/errors';
+import { tenantIdSchema } from '../../../resources/tenant';
+import type { KeyChain } from '../../../resources/key-chain';
+import { systemContext, type Issuer } from '../issuer';
+import type { CredentialService } from '../services/credentials';
+import type { MetadataService } from '../services/metadata';
+import type { NotificationService } from '../services/notifications';
+import type { IssuanceData } from '../services/offers';
+import type { TokenEndpoint } from '../services/tokens';
+import type { SessionService } from '../../../lib/sessions/session-service';
+import type { Config } from '../../../lib/config';
+
+export interface WalletRouteDeps {
+    config: Config;
+    issuer: Issuer;
+    sessions: SessionService;
+    metadata: MetadataService;
+    tokens: TokenEndpoint;
+    credentials: CredentialService;
+    notifications: NotificationService;
+}
+
+const tenantParams = Joi.object({ tenant: tenantIdSchema.required() });
+// Wallet libraries send fields of other drafts: unknown fields are ignored, as the protocols say.
+const anyBody = Joi.object().unknown(true);
+const protocol = { auth: false as const, app: { protocol: true } };
+
+const noStore = (response: Hapi.ResponseObject): Hapi.ResponseObject => response.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
+
+const tenantOf = (request: Hapi.Request): string => request.params.tenant as string;
+
+export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
+    const known = async (tenantId: string) => {
+        if (!(await deps.issuer.tenant(tenantId))) {
+            throw new NotFoundError('Unknown issuer');
+        }
+    };
+    const walletRequest = (request: Hapi.Request) => ({
+        tenantId: request.params.tenant as string,
+        url: `${deps.config.publicUrl}${request.path}`,
+        method: request.method.toUpperCase(),
+        dpop: request.headers.dpop as string | string[] | undefined
+    });
+    const refuseQueryToken = (request: Hapi.Request) => {
+        if ('access_token' in request.query) {
+            throw new OAuthError(400, 'invalid_request', 'Access tokens are not accepted in the query string');
+        }
+    };
+
+    return [
+        {
+            method: 'GET',
+            path: '/.well-known/openid-credential-issuer/issuers/{tenant}',
+            options: { ...protocol, validate: { params: tenantParams }, description: 'OpenID4VCI credential issuer metadata' },
+            handler: async (request) => {
+                await known(tenantOf(request));
+                return deps.metadata.issuerMetadata(tenantOf(request));
+            }
+        },
+        {
+            method: 'GET',
+            path: '/.well-known/oauth-authorization-server/issuers/{tenant}',
+            options: { ...protocol, validate: { params: tenantParams }, description: 'Authorization server metadata (RFC 8414)' },
+            handler: async (request) => {
+                await known(tenantOf(request));
+                return deps.metadata.authorizationServerMetadata(tenantOf(request));
+            }
+        },
+        {
+            method: 'GET',
+            path: '/issuers/{tenant}/jwks',
+            options: { ...protocol, validate: { params: tenantParams }, description: 'Public keys of the tenant\'s key chains' },
+            handler: async (request) => {
+                const tenantId = request.params.tenant as string;
+                await known(tenantId);
+                const { registry, db, signing } = request.server;
+                const chains = await registry.list<KeyChain>(db, systemContext(tenantId), 'KeyChain');
+                return { keys: await Promise.all(chains.map((c) => signing.publicJwk(tenantId, c.spec.id))) };
+            }
+        },
+        {
+            method: 'GET',
+            path: '/issuers/{tenant}/vci/credential-offers/{id}',
+            options: { ...protocol, validate: { params: tenantParams.keys({ id: Joi.string().max(64).required() }) }, description: 'A credential offer by reference' },
+            handler: async (request, h) => {
+                const tenantId = request.params.tenant as string;
+                const session = await deps.sessions.findBy(tenantId, 'offerId', request.params.id as string);
+                const gone = () => new NotFoundError('Unknown or already used credential offer');
+                if (!session || session.status !== 'active' || (session.expiresAt && Date.parse(session.expiresAt) <= Date.now())) {
+                    throw gone();
+                }
+                if (!deps.config.sessions.issuerMultiConsumption
+                    && !(await deps.sessions.update(session.id, { offerFetchedAt: new Date().toISOString() }, { isNull: ['offerFetchedAt'], status: ['active'] }))) {
+                    throw gone();
+                }
+                return noStore(h.response((session.data as unknown as IssuanceData).offer));
+            }
+        },
+        {
+            method: 'POST',
+            path: '/issuers/{tenant}/authorize/token',
+            options: {
+                ...protocol,
+                payload: { allow: ['application/x-www-form-urlencoded', 'application/json'] },
+                validate: { params: tenantParams, payload: anyBody },
+                description: 'Token endpoint (pre-authorized code grant; DPoP optional or required by the issuance config)'
+            },
+            handler: async (request, h) => noStore(h.response(await deps.tokens.exchange(walletRequest(request), request.payload as object)))
+        },
+        {
+            method: 'POST',
+            path: '/issuers/{tenant}/vci/nonce',
+            options: { ...protocol, payload: { failAction: 'ignore' }, validate: { params: tenantParams }, description: 'A fresh, single-use c_nonce' },
+            handler: async (request, h) => {
+                await known(tenantOf(request));
+                return noStore(h.response({ c_nonce: await deps.credentials.nonce(tenantOf(request)) }));
+            }
+        },
+        {
+            method: 'POST',
+            path: '/issuers/{tenant}/vci/credential',
+            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Credential endpoint' },
+            handler: async (request, h) => {
+                refuseQueryToken(request);
+                const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
+                return noStore(h.response(await deps.credentials.issue(session, request.payload as object)));
+            }
+        },
+        {
+            method: 'POST',
+            path: '/issuers/{tenant}/vci/notification',
+            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Wallet notifications about issued credentials' },
+            handler: async (request, h) => {
+                refuseQueryToken(request);
+                const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
+                await deps.notifications.notify(session, request.payload as object);
+                return h.response().code(204);
+            }
+        },
+        {
+            method: 'POST',
+            path: '/issuers/{tenant}/vci/deferred_credential',
+            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Deferred credential endpoint' },
+            handler: async (request) => {
+                refuseQueryToken(request);
+                await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
+                // No issuance is deferred yet, so no transaction id can be valid.
+                throw new OAuthError(400, 'invalid_transaction_id', 'No deferred credential is pending for this transaction_id');
+            }
+        }
+    ];
+};

@@ -1,0 +1,234 @@
+import Crypto from 'node:crypto';
+import * as Jose from 'jose';
+import type { Config } from '../../../lib/config';
+import type { Database } from '../../../lib/db/database';
+import type { SessionModel } from '../../../lib/db/models/session';
+import type { SingleUseStore } from '../../../lib/db/single-use';
+import { DomainError, OAuthError } from '../../../lib/errors';
+import type { Logger } from '../../../lib/logging';
+import { outboundRequest } from '../../../lib/outbound';
+import type { Registry } from '../../../lib/registry/registry';
+import type { SessionService } from '../../../lib/sessions/session-service';
+import type { AttributeProvider } from '../../../resources/attribute-provider';
+import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
+import type { SigningService } from '../../kms/services/signing';
+import { completeClaims, flattenFields, type Path } from '../formats/claims';
+import { issueMdoc } from '../formats/mdoc';
+import { issueSdJwtVc } from '../formats/sd-jwt';
+import { systemContext, tenantUrl, type Issuer } from '../issuer';
+import type { ClaimSource, IssuanceData } from './offers';
+
+export const C_NONCE_TTL_SECONDS = 300;
+const PROOF_MAX_AGE_SECONDS = 300;
+const PROOF_FUTURE_SKEW_SECONDS = 60;
+
+const credentialError = (error: string, description: string) => new OAuthError(400, error, description);
+
+export interface CredentialRequest {
+    credential_configuration_id?: string;
+    credential_identifier?: string;
+    proof?: { proof_type?: string; jwt?: string };
+    proofs?: { jwt?: string[]; attestation?: string[] };
+    credential_response_encryption?: unknown;
+}
+
+const nonceKey = (nonce: string) => `c_nonce:${nonce}`;
+
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'];
+
+/** The credential endpoint: proofs, claims, formats, and the session's move from active to fetched. */
+export class CredentialService {
+    constructor(private readonly deps: {
+        config: Config;
+        issuer: Issuer;
+        sessions: SessionService;
+        singleUse: SingleUseStore;
+        signing: SigningService;
+        registry: Registry;
+        db: Database;
+        log: Logger;
+    }) {}
+
+    async nonce(tenantId: string): Promise<string> {
+        const nonce = Crypto.randomBytes(24).toString('base64url');
+        await this.deps.singleUse.issue(tenantId, nonceKey(nonce), C_NONCE_TTL_SECONDS);
+        return nonce;
+    }
+
+    async issue(session: SessionModel, body: CredentialRequest): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
+        const { issuer } = this.deps;
+        const tenantId = session.tenantId;
+        if (body.credential_response_encryption !== undefined) {
+            throw credentialError('invalid_encryption_parameters', 'This issuer does not encrypt credential responses');
+        }
+        if (body.credential_identifier !== undefined) {
+            throw credentialError('unknown_credential_identifier', 'This issuer issues no credential identifiers; use credential_configuration_id');
+        }
+        const configId = body.credential_configuration_id;
+        if (!configId) {
+            throw credentialError('invalid_credential_request', 'credential_configuration_id is required');
+        }
+        const credential = (session.credentialConfigurationIds ?? []).includes(configId) ? await issuer.credentialConfig(tenantId, configId) : undefined;
+        if (!credential) {
+            throw credentialError('unknown_credential_configuration', `Credential configuration ${configId} was not offered in this session`);
+        }
+        const settings = await issuer.settings(tenantId);
+        const holderKeys = credential.keyBinding === false ? [undefined] : await this.holderKeys(tenantId, body, settings.batchSize);
+
+        const claims = await this.claims(session, credential);
+        const keyChainId = await issuer.signingKeyChain(tenantId, credential);
+        const credentials: Array<{ credential: string }> = [];
+        for (const holderJwk of holderKeys) {
+            credentials.push({ credential: await this.format(tenantId, credential, keyChainId, claims, holderJwk) });
+        }
+
+        const notificationId = Crypto.randomBytes(16).toString('base64url');
+        const data = session.data as unknown as IssuanceData;
+        // Read-modify-write of the sealed data: the latest wins, and each issued batch adds its own notification id.
+        const fresh = (await this.deps.sessions.get(session.id))!;
+        const freshData = fresh.data as unknown as IssuanceData;
+        await this.deps.sessions.update(session.id, {
+            data: { ...data, ...freshData, issued: [...freshData.issued, { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() }] } as unknown as Record<string, unknown>
+        });
+        await this.deps.sessions.transition(session.id, ['active'], 'fetched');
+        return { credentials, notification_id: notificationId };
+    }
+
+    /** Verified proof keys, one per distinct key; the proofs' nonce is consumed once. */
+    private async holderKeys(tenantId: string, body: CredentialRequest, batchSize: number): Promise<Jose.JWK[]> {
+        if (body.proof && body.proofs) {
+            throw credentialError('invalid_credential_request', 'Send either proof or proofs, not both');
+        }
+        if (body.proofs?.attestation) {
+            throw credentialError('invalid_proof', 'The attestation proof type is not accepted here');
+        }
+        if (body.proof && body.proof.proof_type !== 'jwt') {
+            throw credentialError('invalid_proof', 'Only the jwt proof type is supported');
+        }
+        const jwts = body.proofs?.jwt ?? (body.proof?.jwt ? [body.proof.jwt] : []);
+        if (!jwts.length) {
+            throw credentialError('invalid_proof', 'A proof of possession of the holder key is required');
+        }
+        if (jwts.length > batchSize) {
+            throw credentialError('invalid_credential_request', `At most ${batchSize} proofs may be sent`);
+        }
+        const audience = tenantUrl(this.deps.config, tenantId);
+        const verified = await Promise.all(jwts.map((jwt) => this.verifyProof(jwt, audience)));
+        for (const nonce of new Set(verified.map((v) => v.nonce))) {
+            if (!(await this.deps.singleUse.consume(tenantId, nonceKey(nonce)))) {
+                throw credentialError('invalid_nonce', 'The proof nonce is unknown, expired or already used; get a fresh one from the nonce endpoint');
+            }
+        }
+        const distinct = new Map<string, Jose.JWK>();
+        for (const { jwk } of verified) {
+            distinct.set(await Jose.calculateJwkThumbprint(jwk), jwk);
+        }
+        return [...distinct.values()];
+    }
+
+    private async verifyProof(jwt: string, audience: string): Promise<{ jwk: Jose.JWK; nonce: string }> {
+        let header: Jose.ProtectedHeaderParameters;
+        try {
+            header = Jose.decodeProtectedHeader(jwt);
+        }
+        catch {
+            throw credentialError('invalid_proof', 'The proof is not a JWT');
+        }
+        if (header.typ !== 'openid4vci-proof+jwt') {
+            throw credentialError('invalid_proof', 'The proof typ must be openid4vci-proof+jwt');
+        }
+        if (header.alg !== 'ES256') {
+            throw credentialError('invalid_proof', 'The proof must be signed with ES256');
+        }
+        const jwk = header.jwk;
+        if (!jwk || header.kid || header.x5c) {
+            throw credentialError('invalid_proof', 'The proof must carry the holder key as jwk (kid and x5c are not supported)');
+        }
+        if (PRIVATE_MEMBERS.some((m) => m in jwk) || jwk.kty !== 'EC' || jwk.crv !== 'P-256') {
+            throw credentialError('invalid_proof', 'The proof jwk must be a public EC P-256 key');
+        }
+        let payload: Jose.JWTPayload;
+        try {
+            ({ payload } = await Jose.jwtVerify(jwt, await Jose.importJWK(jwk, 'ES256'), { algorithms: ['ES256'], audience, typ: 'openid4vci-proof+jwt' }));
+        }
+        catch (err) {
+            throw credentialError('invalid_proof', err instanceof Jose.errors.JWTClaimValidationFailed && err.claim === 'aud'
+                ? 'The proof audience must be the credential issuer'
+                : 'The proof signature or claims are not valid');
+        }
+        const now = Math.floor(Date.now() / 1000);
+        if (typeof payload.iat !== 'number' || payload.iat < now - PROOF_MAX_AGE_SECONDS || payload.iat > now + PROOF_FUTURE_SKEW_SECONDS) {
+            throw credentialError('invalid_proof', 'The proof iat is missing or outside the accepted window');
+        }
+        if (typeof payload.nonce !== 'string') {
+            throw credentialError('invalid_nonce', 'The proof must carry the c_nonce from the nonce endpoint');
+        }
+        const { kty, crv, x, y } = jwk;
+        return { jwk: { kty, crv, x, y }, nonce: payload.nonce };
+    }
+
+    /** Claims from the offer, else from the attribute provider, with field defaults; mandatory ones must be there. */
+    private async claims(session: SessionModel, credential: CredentialConfig): Promise<Record<string, unknown>> {
+        const data = session.data as unknown as IssuanceData;
+        const source: ClaimSource | undefined = data.claims[credential.id]
+            ?? (credential.attributeProviderId ? { type: 'attributeProvider', attributeProviderId: credential.attributeProviderId } : undefined);
+        const given = source?.type === 'inline' ? source.claims : source ? await this.fromProvider(session, credential, source.attributeProviderId) : {};
+        try {
+            return completeClaims(given, this.fullPaths(credential));
+        }
+        catch (err) {
+            throw credentialError('credential_request_denied', (err as Error).message);
+        }
+    }
+
+    /** mso_mdoc field paths as [namespace, element]; dc+sd-jwt paths as they are. */
+    private fullPaths(credential: CredentialConfig): Array<ClaimField & { path: Path }> {
+        const fields = flattenFields(credential.fields as never) as Array<ClaimField & { path: Path }>;
+        if (credential.config.format !== 'mso_mdoc') {
+            return fields;
+        }
+        return fields.map((f) => ({ ...f, path: f.path.length === 1 ? [f.namespace ?? credential.config.docType!, f.path[0]!] : f.path }));
+    }
+
+    private async fromProvider(session: SessionModel, credential: CredentialConfig, providerId: string): Promise<Record<string, unknown>> {
+        const provider = await this.deps.registry.get<AttributeProvider>(this.deps.db, systemContext(session.tenantId), 'AttributeProvider', providerId);
+        if (!provider) {
+            throw credentialError('credential_request_denied', `Attribute provider ${providerId} does not exist`);
+        }
+        const { url, auth } = provider.spec;
+        const headers: Record<string, string> = auth.type === 'apiKey' ? { [auth.config.headerName]: auth.config.value } : {};
+        try {
+            const res = await outboundRequest(this.deps.config.outbound, url, { method: 'POST', headers, body: { session: session.id, credential_configuration_id: credential.id } });
+            const answer = res.status >= 200 && res.status < 300 ? res.json<{ claims?: Record<string, unknown>; deferred?: boolean }>() : undefined;
+            if (answer?.deferred) {
+                throw credentialError('credential_request_denied', 'Deferred issuance is not available yet');
+            }
+            if (!answer?.claims || typeof answer.claims !== 'object') {
+                throw new Error(`attribute provider answered ${res.status} without claims`);
+            }
+            return answer.claims;
+        }
+        catch (err) {
+            if (err instanceof DomainError) {
+                throw err;
+            }
+            this.deps.log.warn({ err: (err as Error).message, attributeProvider: providerId }, 'attribute provider failed');
+            throw credentialError('credential_request_denied', 'The claims for this credential could not be obtained');
+        }
+    }
+
+    private async format(tenantId: string, credential: CredentialConfig, keyChainId: string, claims: Record<string, unknown>, holderJwk: Jose.JWK | undefined): Promise<string> {
+        if (credential.config.format === 'mso_mdoc') {
+            if (!holderJwk) {
+                throw credentialError('invalid_proof', 'An mdoc needs a device key: send a proof');
+            }
+            return issueMdoc(this.deps.signing, {
+                tenantId, keyChainId, docType: credential.config.docType!, namespaces: claims as Record<string, Record<string, unknown>>, deviceJwk: holderJwk, lifetimeSeconds: credential.lifeTime
+            });
+        }
+        const vct = typeof credential.vct === 'string' ? credential.vct : credential.vct?.vct;
+        return issueSdJwtVc(this.deps.signing, {
+            tenantId, keyChainId, issuer: tenantUrl(this.deps.config, tenantId), vct: vct!, claims, fields: credential.fields as never, holderJwk, lifetimeSeconds: credential.lifeTime
+        });
+    }
+}

@@ -1,0 +1,93 @@
+import type { Config } from '../../../lib/config';
+import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
+import { flattenFields } from '../formats/claims';
+import { tenantUrl, type Issuer } from '../issuer';
+import { PRE_AUTHORIZED_GRANT } from './offers';
+
+type Metadata = Record<string, unknown>;
+
+const claimsMetadata = (credential: CredentialConfig) =>
+    flattenFields(credential.fields as never).map((field) => {
+        const f = field as unknown as ClaimField & { path: Array<string | number | null> };
+        const path = credential.config.format === 'mso_mdoc' && f.path.length === 1 ? [f.namespace ?? credential.config.docType!, f.path[0]] : f.path;
+        return { path, ...(f.mandatory ? { mandatory: true } : {}), ...(f.display?.length ? { display: f.display } : {}) };
+    }).filter((c) => c.path.length);
+
+const configurationMetadata = (credential: CredentialConfig) => {
+    const mdoc = credential.config.format === 'mso_mdoc';
+    const bound = credential.keyBinding !== false;
+    return {
+        format: credential.config.format,
+        ...(credential.config.scope ? { scope: credential.config.scope } : {}),
+        ...(mdoc ? { doctype: credential.config.docType } : { vct: typeof credential.vct === 'string' ? credential.vct : credential.vct?.vct }),
+        // COSE algorithm identifiers for mdoc (-7 = ES256), JOSE names for SD-JWT VC.
+        credential_signing_alg_values_supported: mdoc ? [-7] : ['ES256'],
+        ...(bound
+            ? {
+                cryptographic_binding_methods_supported: mdoc ? ['cose_key'] : ['jwk'],
+                proof_types_supported: { jwt: { proof_signing_alg_values_supported: ['ES256'] } }
+            }
+            : {}),
+        credential_metadata: {
+            display: credential.config.display,
+            claims: claimsMetadata(credential)
+        }
+    };
+};
+
+/** Credential issuer and authorization server metadata of each tenant; cached until a configuration changes. */
+export class MetadataService {
+    private readonly cache = new Map<string, Promise<{ issuer: Metadata; authorizationServer: Metadata }>>();
+
+    constructor(private readonly deps: { config: Config; issuer: Issuer }) {}
+
+    invalidate(tenantId: string | null): void {
+        if (tenantId) {
+            this.cache.delete(tenantId);
+        }
+    }
+
+    private build(tenantId: string) {
+        let built = this.cache.get(tenantId);
+        if (!built) {
+            built = this.compute(tenantId);
+            built.catch(() => this.cache.delete(tenantId));
+            this.cache.set(tenantId, built);
+        }
+        return built;
+    }
+
+    private async compute(tenantId: string) {
+        const base = tenantUrl(this.deps.config, tenantId);
+        const [settings, credentials] = await Promise.all([this.deps.issuer.settings(tenantId), this.deps.issuer.credentialConfigs(tenantId)]);
+        const issuer: Metadata = {
+            credential_issuer: base,
+            authorization_servers: [base],
+            credential_endpoint: `${base}/vci/credential`,
+            nonce_endpoint: `${base}/vci/nonce`,
+            deferred_credential_endpoint: `${base}/vci/deferred_credential`,
+            notification_endpoint: `${base}/vci/notification`,
+            ...(settings.batchSize > 1 ? { batch_credential_issuance: { batch_size: settings.batchSize } } : {}),
+            ...(settings.display?.length ? { display: settings.display } : {}),
+            credential_configurations_supported: Object.fromEntries(credentials.map((c) => [c.id, configurationMetadata(c)]))
+        };
+        const authorizationServer: Metadata = {
+            issuer: base,
+            token_endpoint: `${base}/authorize/token`,
+            grant_types_supported: [PRE_AUTHORIZED_GRANT],
+            'pre-authorized_grant_anonymous_access_supported': true,
+            token_endpoint_auth_methods_supported: ['none'],
+            dpop_signing_alg_values_supported: ['ES256'],
+            jwks_uri: `${base}/jwks`
+        };
+        return { issuer, authorizationServer };
+    }
+
+    async issuerMetadata(tenantId: string): Promise<Metadata> {
+        return (await this.build(tenantId)).issuer;
+    }
+
+    async authorizationServerMetadata(tenantId: string): Promise<Metadata> {
+        return (await this.build(tenantId)).authorizationServer;
+    }
+}

@@ -1,0 +1,65 @@
+import type { Config } from '../../../lib/config';
+import type { Database } from '../../../lib/db/database';
+import type { SessionModel } from '../../../lib/db/models/session';
+import { DomainError, OAuthError } from '../../../lib/errors';
+import type { Logger } from '../../../lib/logging';
+import type { Registry } from '../../../lib/registry/registry';
+import type { SessionService } from '../../../lib/sessions/session-service';
+import { deliverWebhook } from '../../../lib/webhooks';
+import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
+import { systemContext } from '../issuer';
+import type { IssuanceData } from './offers';
+
+export const NOTIFICATION_EVENTS = ['credential_accepted', 'credential_failure', 'credential_deleted'] as const;
+
+export interface NotificationRequest {
+    notification_id?: string;
+    event?: string;
+    event_description?: string;
+}
+
+/**
+ * Spec 6.2 and 6.3: the event is recorded on the session first, then the offer's webhook is called, then the
+ * status follows (accepted → completed; failure or deleted → failed). A failed webhook answers 500 to the wallet
+ * and leaves the status as it was.
+ */
+export class NotificationService {
+    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; log: Logger }) {}
+
+    async notify(session: SessionModel, body: NotificationRequest): Promise<void> {
+        const { notification_id: notificationId, event } = body;
+        if (!notificationId || !event) {
+            throw new OAuthError(400, 'invalid_notification_request', 'notification_id and event are required');
+        }
+        if (!(NOTIFICATION_EVENTS as readonly string[]).includes(event)) {
+            throw new OAuthError(400, 'invalid_notification_request', `event must be one of ${NOTIFICATION_EVENTS.join(', ')}`);
+        }
+        const data = session.data as unknown as IssuanceData;
+        const issued = data.issued.find((i) => i.notificationId === notificationId);
+        if (!issued) {
+            throw new OAuthError(400, 'invalid_notification_id', 'The notification_id does not belong to this session');
+        }
+        const recorded: IssuanceData = {
+            ...data,
+            events: [...data.events, { notificationId, event, ...(body.event_description ? { description: body.event_description } : {}), at: new Date().toISOString() }]
+        };
+        await this.deps.sessions.update(session.id, { data: recorded as unknown as Record<string, unknown> });
+
+        if (data.webhookEndpointId) {
+            const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, systemContext(session.tenantId), 'WebhookEndpoint', data.webhookEndpointId);
+            if (!endpoint) {
+                this.deps.log.warn({ webhookEndpointId: data.webhookEndpointId, sessionId: session.id }, 'webhook endpoint of the offer does not exist; no notification webhook sent');
+            }
+            else {
+                const result = await deliverWebhook(this.deps.config.outbound, endpoint.spec, {
+                    notification: { id: notificationId, event, credentialConfigurationId: issued.credentialConfigurationId },
+                    session: session.id
+                }, this.deps.log);
+                if (!result.delivered) {
+                    throw new DomainError(500, 'The notification could not be delivered to the issuer backend', 'server_error');
+                }
+            }
+        }
+        await this.deps.sessions.transition(session.id, ['fetched'], event === 'credential_accepted' ? 'completed' : 'failed');
+    }
+}

@@ -1,0 +1,125 @@
+import Crypto from 'node:crypto';
+import Joi from 'joi';
+import type { Config } from '../../../lib/config';
+import { ValidationError } from '../../../lib/errors';
+import type { TenantContext } from '../../../lib/registry/kind';
+import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
+import { tenantUrl, type Issuer } from '../issuer';
+
+export const PRE_AUTHORIZED_GRANT = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
+
+export type ClaimSource = { type: 'inline'; claims: Record<string, unknown> } | { type: 'attributeProvider'; attributeProviderId: string };
+
+export interface OfferRequest {
+    flow: 'pre_authorized_code' | 'authorization_code';
+    credentialConfigurationIds: string[];
+    credentialClaims?: Record<string, ClaimSource>;
+    tx_code?: string | true;
+    tx_code_description?: string;
+    webhookEndpointId?: string;
+    reference?: string;
+    offerLifetimeSeconds?: number;
+    byReference: boolean;
+    response_type?: 'uri';
+}
+
+export const offerRequestSchema = Joi.object<OfferRequest, true>({
+    flow: Joi.string().valid('pre_authorized_code', 'authorization_code').default('pre_authorized_code'),
+    credentialConfigurationIds: Joi.array().items(Joi.string().max(128)).min(1).unique().required(),
+    credentialClaims: Joi.object().pattern(Joi.string(), Joi.alternatives().conditional('.type', {
+        switch: [
+            { is: 'inline', then: Joi.object({ type: Joi.string().valid('inline').required(), claims: Joi.object().unknown(true).required() }) },
+            { is: 'attributeProvider', then: Joi.object({ type: Joi.string().valid('attributeProvider').required(), attributeProviderId: Joi.string().required() }) }
+        ],
+        otherwise: Joi.object({ type: Joi.string().valid('inline', 'attributeProvider').required() }).unknown(true)
+    })).description('Claims per credential configuration id'),
+    tx_code: Joi.alternatives(Joi.string().pattern(/^[0-9]{4,12}$/, 'digits'), Joi.boolean().valid(true))
+        .description('A transaction code of 4 to 12 digits, or true to have one generated and returned'),
+    tx_code_description: Joi.string().max(300),
+    webhookEndpointId: Joi.string().max(128),
+    reference: Joi.string().max(255),
+    offerLifetimeSeconds: Joi.number().integer().min(1),
+    byReference: Joi.boolean().default(true),
+    response_type: Joi.string().valid('uri')
+}).label('CredentialOfferRequest');
+
+export interface IssuanceData {
+    offer: Record<string, unknown>;
+    claims: Record<string, ClaimSource>;
+    txCodeHash?: string;
+    webhookEndpointId?: string;
+    dpopJkt?: string;
+    issued: Array<{ credentialConfigurationId: string; notificationId: string; at: string }>;
+    events: Array<{ notificationId: string; event: string; description?: string; at: string }>;
+}
+
+const GENERATED_TX_CODE_LENGTH = 6;
+
+export class OfferService {
+    constructor(private readonly deps: { config: Config; issuer: Issuer; sessions: SessionService }) {}
+
+    async create(ctx: TenantContext & { tenantId: string }, request: OfferRequest): Promise<{ session: string; uri: string; tx_code?: string }> {
+        if (request.flow !== 'pre_authorized_code') {
+            throw new ValidationError('Only the pre_authorized_code flow is available', [{ path: 'flow', message: 'authorization_code needs the authorization server, which this deployment does not offer yet' }]);
+        }
+        const { config, issuer, sessions } = this.deps;
+        for (const id of request.credentialConfigurationIds) {
+            if (!(await issuer.credentialConfig(ctx.tenantId, id))) {
+                throw new ValidationError(`Unknown credential configuration ${id}`, [{ path: 'credentialConfigurationIds', message: `${id} does not exist` }]);
+            }
+        }
+        for (const id of Object.keys(request.credentialClaims ?? {})) {
+            if (!request.credentialConfigurationIds.includes(id)) {
+                throw new ValidationError(`credentialClaims names ${id}, which is not offered`, [{ path: `credentialClaims.${id}`, message: 'is not in credentialConfigurationIds' }]);
+            }
+        }
+        const settings = await issuer.settings(ctx.tenantId);
+        const code = Crypto.randomBytes(32).toString('base64url');
+        const txCode = request.tx_code === true
+            ? Crypto.randomInt(0, 10 ** GENERATED_TX_CODE_LENGTH).toString().padStart(GENERATED_TX_CODE_LENGTH, '0')
+            : request.tx_code;
+        const offerId = Crypto.randomBytes(24).toString('base64url');
+        const baseUrl = tenantUrl(config, ctx.tenantId);
+        const offer = {
+            credential_issuer: baseUrl,
+            credential_configuration_ids: request.credentialConfigurationIds,
+            grants: {
+                [PRE_AUTHORIZED_GRANT]: {
+                    'pre-authorized_code': code,
+                    ...(txCode ? { tx_code: { input_mode: 'numeric', length: txCode.length, ...(request.tx_code_description ? { description: request.tx_code_description } : {}) } } : {})
+                }
+            }
+        };
+        const lifetime = request.offerLifetimeSeconds ?? settings.offerLifetimeSeconds;
+        const retention = await this.retentionSeconds(ctx.tenantId);
+        const expiresAt = lifetime ? new Date(Date.now() + Math.min(lifetime, retention) * 1000).toISOString() : null;
+        const data: IssuanceData = {
+            offer,
+            claims: request.credentialClaims ?? {},
+            ...(txCode ? { txCodeHash: sha256Hex(txCode) } : {}),
+            ...(request.webhookEndpointId ? { webhookEndpointId: request.webhookEndpointId } : {}),
+            issued: [],
+            events: []
+        };
+        const session = await sessions.create({
+            tenantId: ctx.tenantId,
+            type: 'issuance',
+            credentialConfigurationIds: request.credentialConfigurationIds,
+            reference: request.reference ?? null,
+            offerId: request.byReference ? offerId : null,
+            codeHash: sha256Hex(code),
+            expiresAt,
+            data: data as unknown as Record<string, unknown>
+        });
+        const uri = request.byReference
+            ? `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`${baseUrl}/vci/credential-offers/${offerId}`)}`
+            : `openid-credential-offer://?credential_offer=${encodeURIComponent(JSON.stringify(offer))}`;
+        return { session: session.id, uri, ...(request.tx_code === true ? { tx_code: txCode as string } : {}) };
+    }
+
+    /** Session retention of the tenant (ttlSeconds, else SESSION_TTL): no offer or code outlives it. */
+    async retentionSeconds(tenantId: string): Promise<number> {
+        const tenant = await this.deps.issuer.tenant(tenantId);
+        return tenant?.sessionConfig?.ttlSeconds ?? this.deps.config.sessions.ttl;
+    }
+}

@@ -1,0 +1,129 @@
+import Crypto from 'node:crypto';
+import { OAuthError } from '../../../lib/errors';
+import type { SessionModel } from '../../../lib/db/models/session';
+import type { DpopVerifier } from '../../../lib/oauth/dpop';
+import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
+import type { Issuer } from '../issuer';
+import { PRE_AUTHORIZED_GRANT, type IssuanceData, type OfferService } from './offers';
+
+export const ACCESS_TOKEN_TTL_SECONDS = 300;
+
+const invalidGrant = (description: string) => new OAuthError(400, 'invalid_grant', description);
+
+const sameHash = (value: string, hash: string): boolean => {
+    const a = Buffer.from(sha256Hex(value), 'hex');
+    const b = Buffer.from(hash, 'hex');
+    return a.length === b.length && Crypto.timingSafeEqual(a, b);
+};
+
+export interface TokenRequest {
+    grant_type?: string;
+    'pre-authorized_code'?: string;
+    tx_code?: string;
+}
+
+export interface WalletRequest {
+    tenantId: string;
+    url: string;
+    method: string;
+    dpop?: string | string[];
+}
+
+/** Pre-authorized code grant: the code is single use, the tx_code locks after too many wrong tries. */
+export class TokenEndpoint {
+    constructor(private readonly deps: { issuer: Issuer; sessions: SessionService; offers: OfferService; dpop: DpopVerifier }) {}
+
+    async exchange(request: WalletRequest, body: TokenRequest): Promise<{ access_token: string; token_type: 'Bearer' | 'DPoP'; expires_in: number }> {
+        if (body.grant_type !== PRE_AUTHORIZED_GRANT) {
+            throw new OAuthError(400, 'unsupported_grant_type', `Only ${PRE_AUTHORIZED_GRANT} is supported`);
+        }
+        const code = body['pre-authorized_code'];
+        if (!code) {
+            throw new OAuthError(400, 'invalid_request', 'pre-authorized_code is required');
+        }
+        const { sessions, issuer, offers } = this.deps;
+        const settings = await issuer.settings(request.tenantId);
+        const dpop = request.dpop !== undefined
+            ? await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url })
+            : undefined;
+        if (!dpop && settings.dPopRequired) {
+            throw new OAuthError(400, 'invalid_dpop_proof', 'This issuer requires a DPoP proof');
+        }
+
+        const session = await sessions.findBy(request.tenantId, 'codeHash', sha256Hex(code));
+        if (!session || session.type !== 'issuance') {
+            throw invalidGrant('The pre-authorized code is not valid');
+        }
+        this.checkRedeemable(session, await offers.retentionSeconds(request.tenantId));
+        const data = session.data as unknown as IssuanceData;
+        if (session.txCodeFailures >= settings.txCodeMaxAttempts) {
+            throw invalidGrant('The pre-authorized code is locked after too many wrong transaction codes');
+        }
+        if (data.txCodeHash) {
+            if (!body.tx_code) {
+                throw new OAuthError(400, 'invalid_request', 'tx_code is required');
+            }
+            if (!sameHash(body.tx_code, data.txCodeHash)) {
+                await sessions.update(session.id, {}, { isNull: ['codeUsedAt'], extra: (q) => q.increment('txCodeFailures', 1) });
+                throw invalidGrant('The transaction code is wrong');
+            }
+        }
+
+        const accessToken = Crypto.randomBytes(32).toString('base64url');
+        const redeemed = await sessions.update(session.id, {
+            codeUsedAt: new Date().toISOString(),
+            accessTokenHash: sha256Hex(accessToken),
+            accessTokenExpiresAt: new Date(Date.now() + ACCESS_TOKEN_TTL_SECONDS * 1000).toISOString(),
+            data: { ...data, ...(dpop ? { dpopJkt: dpop.jkt } : {}) } as unknown as Record<string, unknown>
+        }, {
+            isNull: ['codeUsedAt'],
+            status: ['active', 'fetched'],
+            extra: (q) => q.where('txCodeFailures', '<', settings.txCodeMaxAttempts)
+        });
+        if (!redeemed) {
+            throw invalidGrant('The pre-authorized code has already been used');
+        }
+        return { access_token: accessToken, token_type: dpop ? 'DPoP' : 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS };
+    }
+
+    /** A code is good while unused, its session open and within both its offer lifetime and the retention period. */
+    private checkRedeemable(session: SessionModel, retentionSeconds: number): void {
+        const now = Date.now();
+        if (session.codeUsedAt) {
+            throw invalidGrant('The pre-authorized code has already been used');
+        }
+        if (['completed', 'failed', 'expired'].includes(session.status)) {
+            throw invalidGrant('The offer is no longer valid');
+        }
+        if ((session.expiresAt && Date.parse(session.expiresAt) <= now) || Date.parse(session.createdAt) + retentionSeconds * 1000 <= now) {
+            throw invalidGrant('The pre-authorized code has expired');
+        }
+    }
+
+    /** The session an access token belongs to; checks expiry and the DPoP binding. */
+    async authenticate(request: WalletRequest, authorization: string | undefined): Promise<SessionModel> {
+        const match = /^(Bearer|DPoP)\s+([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization ?? '');
+        if (!match) {
+            throw new OAuthError(401, 'invalid_token', 'An access token is required in the Authorization header', { 'WWW-Authenticate': 'Bearer, DPoP algs="ES256"' });
+        }
+        const [, scheme, token] = match;
+        const session = await this.deps.sessions.findBy(request.tenantId, 'accessTokenHash', sha256Hex(token!));
+        if (!session || !session.accessTokenExpiresAt || Date.parse(session.accessTokenExpiresAt) <= Date.now()) {
+            throw new OAuthError(401, 'invalid_token', 'The access token is not valid', { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+        }
+        const jkt = (session.data as unknown as IssuanceData).dpopJkt;
+        if (jkt) {
+            if (scheme!.toLowerCase() !== 'dpop') {
+                throw new OAuthError(401, 'invalid_token', 'This access token is DPoP-bound: use the DPoP scheme with a proof', { 'WWW-Authenticate': 'DPoP error="invalid_token"' });
+            }
+            const proof = await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url, accessToken: token });
+            if (proof.jkt !== jkt) {
+                throw new OAuthError(401, 'invalid_dpop_proof', 'The DPoP proof is signed by another key than the token is bound to', { 'WWW-Authenticate': 'DPoP error="invalid_dpop_proof"' });
+            }
+        }
+        else if (scheme!.toLowerCase() !== 'bearer') {
+            throw new OAuthError(401, 'invalid_token', 'This access token is not DPoP-bound', { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+        }
+        return session;
+    }
+}

@@ -1,0 +1,59 @@
+import Joi from 'joi';
+import type { ResourceKind } from '../lib/registry/kind';
+
+/** Issuer-wide display entry, published in the credential issuer metadata. */
+export interface IssuerDisplay {
+    locale: string;
+    name: string;
+    logo?: { uri: string };
+}
+
+/** Tenant-wide issuance settings (one per tenant, `issuance/issuance.json`). */
+export interface IssuanceConfig {
+    display?: IssuerDisplay[];
+    /** Default 1. */
+    batchSize?: number;
+    /** Default false. */
+    dPopRequired?: boolean;
+    /** Default false. */
+    walletAttestationRequired?: boolean;
+    /** Default false. */
+    refreshTokenEnabled?: boolean;
+    /** Default 5. */
+    txCodeMaxAttempts?: number;
+    /** Since version 2: default lifetime of credential offers; an offer's own offerLifetimeSeconds wins. */
+    offerLifetimeSeconds?: number;
+}
+
+export const issuerDisplaySchema = Joi.object<IssuerDisplay, true>({
+    locale: Joi.string().min(1).max(35).required().description('BCP 47 language tag'),
+    name: Joi.string().min(1).max(255).required(),
+    // Not checked as a URI: it may name a file of the tenant folder's images/ directory.
+    logo: Joi.object({ uri: Joi.string().min(1).max(8192).required() }).label('Image')
+}).label('IssuerDisplay');
+
+export const issuanceConfigSchema = Joi.object<IssuanceConfig, true>({
+    display: Joi.array().items(issuerDisplaySchema).description('Issuer display entries of the credential issuer metadata'),
+    batchSize: Joi.number().integer().min(1).max(100).default(1)
+        .description('Credentials issued per credential request (batch issuance), 1 to 100'),
+    dPopRequired: Joi.boolean().default(false).description('Require DPoP-bound access tokens'),
+    walletAttestationRequired: Joi.boolean().default(false).description('Require wallet attestation at the token endpoint'),
+    refreshTokenEnabled: Joi.boolean().default(false),
+    txCodeMaxAttempts: Joi.number().integer().min(1).max(100).default(5)
+        .description('Wrong transaction codes accepted before the pre-authorized code is locked'),
+    offerLifetimeSeconds: Joi.number().integer().min(1)
+        .description('Default lifetime of a credential offer in seconds; an offer can set its own')
+}).label('IssuanceConfig');
+
+export const issuanceConfigKind: ResourceKind<IssuanceConfig> = {
+    kind: 'IssuanceConfig',
+    file: 'IssuanceConfigFile',
+    version: 2,
+    schema: issuanceConfigSchema,
+    // Version 2 only added the optional offerLifetimeSeconds.
+    upgrades: { 1: (spec) => spec },
+    dependsOn: ['Tenant'],
+    singleton: true,
+    id: () => 'IssuanceConfig',
+    location: { file: 'issuance/issuance.json' }
+};

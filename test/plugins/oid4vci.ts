@@ -1,0 +1,74 @@
+import { expect } from '@hapi/code';
+import * as Lab from '@hapi/lab';
+import * as Jose from 'jose';
+import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
+import { DIALECTS } from '../helpers/databases';
+import { startTestServer, type TestServer } from '../helpers/server';
+
+export const lab = Lab.script();
+const { describe, it, before, after } = lab;
+
+const ISSUER = 'http://hallmark.test/issuers/acme';
+
+const pid = {
+    id: 'pid',
+    config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'PID' }], scope: 'pid' },
+    vct: 'urn:eudi:pid:1',
+    fields: [
+        { path: ['given_name'], type: 'string', mandatory: true, disclosable: true },
+        { path: ['family_name'], type: 'string', disclosable: true },
+        { path: ['issuing_country'], type: 'string', defaultValue: 'DE' }
+    ],
+    lifeTime: 3600
+};
+
+for (const dialect of DIALECTS) {
+    describe(`OID4VCI pre-authorized flow, by hand (${dialect})`, () => {
+        let t: TestServer;
+        let admin: string;
+        const holder = Jose.generateKeyPair('ES256', { extractable: true });
+        const proof = async (nonce: string) => {
+            const { privateKey, publicKey } = await holder;
+            return new Jose.SignJWT({ nonce, aud: ISSUER }).setProtectedHeader({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: await Jose.exportJWK(publicKey) }).setIssuedAt().sign(privateKey);
+        };
+
+        before(async () => {
+            t = await startTestServer(dialect);
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'acme');
+            admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
+            expect((await t.server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(admin), payload: { id: 'issuer', usageType: 'attestation', subject: { commonName: 'Acme', country: 'DE' } } })).statusCode).to.equal(201);
+            const res = await t.server.inject({ method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin), payload: pid });
+            expect(res.statusCode, res.payload).to.equal(201);
+        });
+        after(() => t.stop());
+
+        it('issues an SD-JWT VC', async () => {
+            const offer = await t.server.inject({ method: 'POST', url: '/api/issuer/offer', headers: bearer(admin), payload: { credentialConfigurationIds: ['pid'], credentialClaims: { pid: { type: 'inline', claims: { given_name: 'Erika', family_name: 'Mustermann' } } }, tx_code: true } });
+            expect(offer.statusCode, offer.payload).to.equal(201);
+            const { uri, tx_code: txCode, session } = offer.result as any;
+            const offerUri = decodeURIComponent(new URL(uri.replace('openid-credential-offer://', 'https://x/')).searchParams.get('credential_offer_uri')!);
+            const fetched = await t.server.inject(offerUri.replace('http://hallmark.test', ''));
+            expect(fetched.statusCode).to.equal(200);
+            expect((await t.server.inject(offerUri.replace('http://hallmark.test', ''))).statusCode).to.equal(404);
+            const code = (fetched.result as any).grants['urn:ietf:params:oauth:grant-type:pre-authorized_code']['pre-authorized_code'];
+            const metadata = (await t.server.inject('/.well-known/openid-credential-issuer/issuers/acme')).result as any;
+            expect(metadata.credential_configurations_supported.pid.vct).to.equal('urn:eudi:pid:1');
+
+            const token = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/token', payload: `grant_type=${encodeURIComponent('urn:ietf:params:oauth:grant-type:pre-authorized_code')}&pre-authorized_code=${code}&tx_code=${txCode}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+            expect(token.statusCode, token.payload).to.equal(200);
+            const accessToken = (token.result as any).access_token;
+            const nonce = ((await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/nonce' })).result as any).c_nonce;
+            const credential = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${accessToken}` }, payload: { credential_configuration_id: 'pid', proof: { proof_type: 'jwt', jwt: await proof(nonce) } } });
+            expect(credential.statusCode, credential.payload).to.equal(200);
+            const body = credential.result as any;
+            expect(body.credentials).to.have.length(1);
+            expect(body.credentials[0].credential.split('~').length).to.equal(4);
+            const status = ((await t.server.inject({ url: `/api/session/${session}`, headers: bearer(admin) })).result as any).status;
+            expect(status).to.equal('fetched');
+            const notified = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/notification', headers: { authorization: `Bearer ${accessToken}` }, payload: { notification_id: body.notification_id, event: 'credential_accepted' } });
+            expect(notified.statusCode, notified.payload).to.equal(204);
+            expect(((await t.server.inject({ url: `/api/session/${session}`, headers: bearer(admin) })).result as any).status).to.equal('completed');
+        });
+    });
+}

@@ -1,4 +1,5 @@
 import { benchAuth } from './auth';
+import { benchIssuance } from './issuance';
 import { benchKms } from './kms';
 import { benchStartup } from './startup';
 
@@ -6,7 +7,8 @@ import { benchStartup } from './startup';
 const benches: Record<string, () => Promise<void>> = {
     startup: benchStartup,
     auth: benchAuth,
-    kms: benchKms
+    kms: benchKms,
+    issuance: benchIssuance
 };
 
 const main = async () => {

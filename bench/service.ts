@@ -19,7 +19,9 @@ export const startService = async (port: number, env: Record<string, string> = {
         throw new Error('Build first: npm run build');
     }
     const folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-bench-'));
-    const child = ChildProcess.spawn(process.execPath, [entry, 'start'], {
+    // HALLMARK_BENCH_PROFILE=<dir> writes a CPU profile of the service process there.
+    const profile = process.env.HALLMARK_BENCH_PROFILE ? [`--cpu-prof`, `--cpu-prof-dir=${process.env.HALLMARK_BENCH_PROFILE}`] : [];
+    const child = ChildProcess.spawn(process.execPath, [...profile, entry, 'start'], {
         cwd: root,
         env: {
             PATH: process.env.PATH ?? '',

@@ -1,22 +1,43 @@
 import Crypto from 'node:crypto';
+import type { Knex } from 'knex';
 import type { Database } from '../db/database';
-import { SessionModel, TERMINAL_STATUSES, type SessionStatus, type SessionType } from '../db/models/session';
+import { TERMINAL_STATUSES, type SessionModel, type SessionStatus, type SessionType } from '../db/models/session';
 
-export type SessionPatch = Partial<Omit<SessionModel, 'id' | 'tenantId' | 'type' | 'createdAt'>>;
+export type Session = Omit<SessionModel, keyof import('objection').Model>;
+export type SessionPatch = Partial<Omit<Session, 'id' | 'tenantId' | 'type' | 'createdAt'>>;
+
+export interface UpdateConditions {
+    /** Only when the status is one of these. */
+    status?: SessionStatus[];
+    /** Only when these columns are still null (single-use values). */
+    isNull?: Array<keyof Session>;
+    /** Only while this counter is below the limit. */
+    below?: { column: 'txCodeFailures'; limit: number };
+    /** Add one to this counter. */
+    increment?: 'txCodeFailures';
+    /** Also move the status from one value to another when it has that value (in the same statement). */
+    advance?: { from: SessionStatus; to: SessionStatus };
+}
 
 export const sha256Hex = (value: string): string => Crypto.createHash('sha256').update(value).digest('hex');
 
+const COLUMNS: Record<string, string> = {
+    txCodeFailures: 'tx_code_failures'
+};
+
 /**
- * Sessions of both flows. Every status change is one conditional update (`where status in (...)`), so a late or
- * concurrent request can never overwrite a final status, and single-use values are consumed exactly once.
+ * Sessions of both flows, on plain knex: the wallet-facing hot path runs a handful of these statements per request.
+ * Every status change is one conditional update (`where status in (...)`), so a late or concurrent request can never
+ * overwrite a final status, and single-use values are consumed exactly once. Personal data and protocol state live
+ * in the `data` column, sealed with the column cipher.
  */
 export class SessionService {
     private readonly listeners: Array<(session: { id: string; tenantId: string; status: SessionStatus; updatedAt: string }) => void> = [];
 
     constructor(private readonly db: Database) {}
 
-    private get model() {
-        return this.db.model(SessionModel);
+    private table(): Knex.QueryBuilder {
+        return (this.db.ambient() ?? this.db.knex)('sessions');
     }
 
     /** Called after every status change in this process (event streams and metrics listen). */
@@ -24,40 +45,70 @@ export class SessionService {
         this.listeners.push(listener);
     }
 
-    async create(input: { tenantId: string; type: SessionType } & SessionPatch): Promise<SessionModel> {
-        const now = new Date().toISOString();
-        const id = Crypto.randomUUID();
-        await this.model.query(this.db.ambient()).insert({ id, status: 'active', txCodeFailures: 0, ...input, createdAt: now, updatedAt: now });
-        const session = (await this.get(id))!;
-        this.notify(session);
-        return session;
+    private toRow(patch: SessionPatch): Record<string, unknown> {
+        const row: Record<string, unknown> = { ...patch };
+        if (patch.data !== undefined) {
+            row.data = patch.data === null ? null : this.db.cipher.encrypt(JSON.stringify(patch.data));
+        }
+        if (patch.credentialConfigurationIds !== undefined) {
+            row.credentialConfigurationIds = patch.credentialConfigurationIds === null ? null : JSON.stringify(patch.credentialConfigurationIds);
+        }
+        return row;
     }
 
-    get(id: string): Promise<SessionModel | undefined> {
-        return this.model.query(this.db.ambient()).findById(id) as unknown as Promise<SessionModel | undefined>;
+    private fromRow(row: Record<string, unknown> | undefined): Session | undefined {
+        if (!row) {
+            return undefined;
+        }
+        const session: Record<string, unknown> = {};
+        for (const [key, value] of Object.entries(row)) {
+            session[key] = value instanceof Date ? value.toISOString() : value;
+        }
+        session.data = typeof row.data === 'string' ? JSON.parse(this.db.cipher.decrypt(row.data)) : null;
+        session.credentialConfigurationIds = typeof row.credentialConfigurationIds === 'string' ? JSON.parse(row.credentialConfigurationIds) : null;
+        session.txCodeFailures = Number(row.txCodeFailures ?? 0);
+        return session as unknown as Session;
+    }
+
+    async create(input: { tenantId: string; type: SessionType } & SessionPatch): Promise<Session> {
+        const now = new Date().toISOString();
+        const session = { id: Crypto.randomUUID(), status: 'active' as SessionStatus, txCodeFailures: 0, ...input, createdAt: now, updatedAt: now };
+        await this.table().insert(this.toRow(session));
+        this.notify(session as Session);
+        return session as Session;
+    }
+
+    async get(id: string): Promise<Session | undefined> {
+        return this.fromRow(await this.table().where({ id }).first());
     }
 
     /** A session of the tenant found by one of its public handles. */
-    async findBy(tenantId: string, field: 'offerId' | 'codeHash' | 'accessTokenHash' | 'walletNonce', value: string): Promise<SessionModel | undefined> {
-        return this.model.query().where({ tenantId, [field]: value }).first() as unknown as Promise<SessionModel | undefined>;
+    async findBy(tenantId: string, field: 'offerId' | 'codeHash' | 'accessTokenHash' | 'walletNonce', value: string): Promise<Session | undefined> {
+        return this.fromRow(await this.table().where({ tenantId, [field]: value }).first());
     }
 
-    /**
-     * Applies `patch` only when the session still matches `where` (e.g. its status is one of `from`, a code is
-     * unused). True when this call made the change.
-     */
-    async update(id: string, patch: SessionPatch, where: { status?: SessionStatus[]; isNull?: Array<keyof SessionModel>; extra?: (q: any) => void } = {}): Promise<boolean> {
-        const query = this.model.query(this.db.ambient()).where('id', id);
+    /** Applies `patch` only when the session still meets the conditions. True when this call made the change. */
+    async update(id: string, patch: SessionPatch, where: UpdateConditions = {}): Promise<boolean> {
+        const knex = this.db.knex;
+        const query = this.table().where({ id });
         if (where.status) {
             query.whereIn('status', where.status);
         }
         for (const column of where.isNull ?? []) {
             query.whereNull(column as string);
         }
-        where.extra?.(query);
-        const updatedAt = new Date().toISOString();
-        const changed = await query.patch({ ...patch, updatedAt }) === 1;
-        if (changed && patch.status) {
+        if (where.below) {
+            query.where(where.below.column, '<', where.below.limit);
+        }
+        const row = this.toRow({ ...patch, updatedAt: new Date().toISOString() });
+        if (where.increment) {
+            row[where.increment] = knex.raw('?? + 1', [COLUMNS[where.increment]!]);
+        }
+        if (where.advance) {
+            row.status = knex.raw('case when status = ? then ? else status end', [where.advance.from, where.advance.to]);
+        }
+        const changed = await query.update(row) === 1;
+        if (changed && (patch.status || where.advance) && this.listeners.length) {
             const session = await this.get(id);
             if (session) {
                 this.notify(session);
@@ -71,7 +122,7 @@ export class SessionService {
         return this.update(id, { ...patch, status: to }, { status: from.filter((s) => !TERMINAL_STATUSES.includes(s)) });
     }
 
-    private notify(session: SessionModel): void {
+    private notify(session: Pick<Session, 'id' | 'tenantId' | 'status' | 'updatedAt'>): void {
         for (const listener of this.listeners) {
             listener({ id: session.id, tenantId: session.tenantId, status: session.status, updatedAt: session.updatedAt });
         }

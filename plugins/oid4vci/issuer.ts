@@ -23,25 +23,63 @@ export interface IssuerDeps {
 
 const DEFAULTS = { batchSize: 1, dPopRequired: false, walletAttestationRequired: false, refreshTokenEnabled: false, txCodeMaxAttempts: 5 };
 
-/** What the issuer side of a tenant needs per request: its settings with defaults, and its configurations. */
+interface TenantIssuance {
+    tenant?: Tenant;
+    settings: IssuanceConfig & typeof DEFAULTS;
+    credentials: Map<string, CredentialConfig>;
+}
+
+/** How long another replica's configuration change may go unseen here; this process's own changes apply at once. */
+const CACHE_TTL_MS = 10_000;
+
+/**
+ * What the issuer side of a tenant needs on every wallet request (the tenant, its issuance settings with defaults,
+ * its credential configurations), read once and cached until a change of those kinds (registry.onChange).
+ */
 export class Issuer {
-    constructor(private readonly deps: IssuerDeps) {}
+    private readonly cache = new Map<string, { at: number; state: Promise<TenantIssuance> }>();
+
+    constructor(private readonly deps: IssuerDeps) {
+        for (const kind of ['Tenant', 'IssuanceConfig', 'CredentialConfig']) {
+            deps.registry.onChange(kind, (tenantId) => tenantId && this.cache.delete(tenantId));
+        }
+    }
+
+    private state(tenantId: string): Promise<TenantIssuance> {
+        const cached = this.cache.get(tenantId);
+        if (cached && Date.now() - cached.at < CACHE_TTL_MS) {
+            return cached.state;
+        }
+        const ctx = systemContext(tenantId);
+        const { registry, db } = this.deps;
+        const state = Promise.all([
+            registry.get<Tenant>(db, ctx, 'Tenant', tenantId),
+            registry.get<IssuanceConfig>(db, ctx, 'IssuanceConfig'),
+            registry.list<CredentialConfig>(db, ctx, 'CredentialConfig')
+        ]).then(([tenant, settings, credentials]) => ({
+            tenant: tenant?.spec,
+            settings: { ...DEFAULTS, ...settings?.spec },
+            credentials: new Map(credentials.map((c) => [c.spec.id, c.spec]))
+        }));
+        state.catch(() => this.cache.delete(tenantId));
+        this.cache.set(tenantId, { at: Date.now(), state });
+        return state;
+    }
 
     async tenant(tenantId: string): Promise<Tenant | undefined> {
-        return (await this.deps.registry.get<Tenant>(this.deps.db, systemContext(tenantId), 'Tenant', tenantId))?.spec;
+        return (await this.state(tenantId)).tenant;
     }
 
     async settings(tenantId: string): Promise<IssuanceConfig & typeof DEFAULTS> {
-        const stored = await this.deps.registry.get<IssuanceConfig>(this.deps.db, systemContext(tenantId), 'IssuanceConfig');
-        return { ...DEFAULTS, ...stored?.spec };
+        return (await this.state(tenantId)).settings;
     }
 
     async credentialConfigs(tenantId: string): Promise<CredentialConfig[]> {
-        return (await this.deps.registry.list<CredentialConfig>(this.deps.db, systemContext(tenantId), 'CredentialConfig')).map((r) => r.spec);
+        return [...(await this.state(tenantId)).credentials.values()];
     }
 
     async credentialConfig(tenantId: string, id: string): Promise<CredentialConfig | undefined> {
-        return (await this.deps.registry.get<CredentialConfig>(this.deps.db, systemContext(tenantId), 'CredentialConfig', id))?.spec;
+        return (await this.state(tenantId)).credentials.get(id);
     }
 
     /** The key chain that signs a configuration's credentials: its own, else the tenant's first attestation chain. */

@@ -1,5 +1,6 @@
 import Joi from 'joi';
-import type { SessionModel, SessionType } from '../../lib/db/models/session';
+import type { SessionType } from '../../lib/db/models/session';
+import type { Session } from '../../lib/sessions/session-service';
 
 export const SESSION_READ_ROLES: Record<SessionType, string[]> = {
     issuance: ['issuance:offer', 'issuance:config'],
@@ -35,7 +36,7 @@ export const sessionDetail = sessionListItem.keys({
 
 const present = <T>(value: T | null | undefined): value is T => value !== null && value !== undefined;
 
-export const listItem = (s: SessionModel) => ({
+export const listItem = (s: Session) => ({
     id: s.id,
     type: s.type,
     status: s.status,
@@ -49,7 +50,7 @@ export const listItem = (s: SessionModel) => ({
 });
 
 /** The result fields of spec 2.7; issuance claims stay in the sealed data and are never shown. */
-export const detail = (s: SessionModel) => {
+export const detail = (s: Session) => {
     const data = (s.data ?? {}) as Record<string, unknown>;
     const result = (data.result ?? {}) as Record<string, unknown>;
     return {

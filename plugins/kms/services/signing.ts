@@ -36,6 +36,7 @@ const COSE_SIGN1_TAG_BYTE = 0xc0 | COSE_SIGN1_TAG;
  */
 export class SigningService {
     private readonly cache = new Map<string, { row: Promise<KeyChainKeyModel>; at: number }>();
+    private readonly derived = new WeakMap<KeyChainKeyModel, SigningMaterial>();
 
     constructor(private readonly kms: KmsService, private readonly keyChains: KeyChainService) {}
 
@@ -65,13 +66,20 @@ export class SigningService {
 
     async material(tenantId: string, keyChainId: string): Promise<SigningMaterial> {
         const row = await this.row(tenantId, keyChainId);
-        return {
+        // Parsing certificates costs more than a signature: keep the result with the cached row.
+        const cached = this.derived.get(row);
+        if (cached) {
+            return cached;
+        }
+        const material = {
             keyChainId,
             publicJwk: row.publicJwk as PublicJwk,
             certificateChain: row.certificateChain,
             x5c: row.certificateChain.map(pemToX5c),
             previousPublicJwks: row.previousKeys.map((k) => k.publicJwk as PublicJwk)
         };
+        this.derived.set(row, material);
+        return material;
     }
 
     /** ES256 over data: raw r || s. */

@@ -2,7 +2,7 @@ import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { Config } from '../../../lib/config';
 import type { Database } from '../../../lib/db/database';
-import type { SessionModel } from '../../../lib/db/models/session';
+import type { Session } from '../../../lib/sessions/session-service';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
@@ -55,7 +55,7 @@ export class CredentialService {
         return nonce;
     }
 
-    async issue(session: SessionModel, body: CredentialRequest): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
+    async issue(session: Session, body: CredentialRequest): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
         const { issuer } = this.deps;
         const tenantId = session.tenantId;
         if (body.credential_response_encryption !== undefined) {
@@ -83,14 +83,12 @@ export class CredentialService {
         }
 
         const notificationId = Crypto.randomBytes(16).toString('base64url');
+        // One statement records the notification id and moves a first issuance from active to fetched. Two credential
+        // requests of one session racing each other may keep only one of their notification ids.
         const data = session.data as unknown as IssuanceData;
-        // Read-modify-write of the sealed data: the latest wins, and each issued batch adds its own notification id.
-        const fresh = (await this.deps.sessions.get(session.id))!;
-        const freshData = fresh.data as unknown as IssuanceData;
         await this.deps.sessions.update(session.id, {
-            data: { ...data, ...freshData, issued: [...freshData.issued, { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() }] } as unknown as Record<string, unknown>
-        });
-        await this.deps.sessions.transition(session.id, ['active'], 'fetched');
+            data: { ...data, issued: [...data.issued, { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() }] } as unknown as Record<string, unknown>
+        }, { advance: { from: 'active', to: 'fetched' } });
         return { credentials, notification_id: notificationId };
     }
 
@@ -121,7 +119,7 @@ export class CredentialService {
         }
         const distinct = new Map<string, Jose.JWK>();
         for (const { jwk } of verified) {
-            distinct.set(await Jose.calculateJwkThumbprint(jwk), jwk);
+            distinct.set(`${jwk.x}.${jwk.y}`, jwk);
         }
         return [...distinct.values()];
     }
@@ -147,14 +145,23 @@ export class CredentialService {
         if (PRIVATE_MEMBERS.some((m) => m in jwk) || jwk.kty !== 'EC' || jwk.crv !== 'P-256') {
             throw credentialError('invalid_proof', 'The proof jwk must be a public EC P-256 key');
         }
+        // node:crypto directly: importing the key through WebCrypto cost more than the signature check itself.
+        const [encodedHeader, encodedPayload, signature] = jwt.split('.');
         let payload: Jose.JWTPayload;
         try {
-            ({ payload } = await Jose.jwtVerify(jwt, await Jose.importJWK(jwk, 'ES256'), { algorithms: ['ES256'], audience, typ: 'openid4vci-proof+jwt' }));
+            const key = Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: jwk.x, y: jwk.y } as Crypto.JsonWebKey, format: 'jwk' });
+            const valid = Crypto.verify('sha256', Buffer.from(`${encodedHeader}.${encodedPayload}`), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(signature ?? '', 'base64url'));
+            payload = valid ? JSON.parse(Buffer.from(encodedPayload!, 'base64url').toString('utf8')) : undefined as never;
+            if (!valid || !payload || typeof payload !== 'object') {
+                throw new Error('bad signature');
+            }
         }
-        catch (err) {
-            throw credentialError('invalid_proof', err instanceof Jose.errors.JWTClaimValidationFailed && err.claim === 'aud'
-                ? 'The proof audience must be the credential issuer'
-                : 'The proof signature or claims are not valid');
+        catch {
+            throw credentialError('invalid_proof', 'The proof signature is not valid');
+        }
+        const aud = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
+        if (!aud.includes(audience)) {
+            throw credentialError('invalid_proof', 'The proof audience must be the credential issuer');
         }
         const now = Math.floor(Date.now() / 1000);
         if (typeof payload.iat !== 'number' || payload.iat < now - PROOF_MAX_AGE_SECONDS || payload.iat > now + PROOF_FUTURE_SKEW_SECONDS) {
@@ -168,7 +175,7 @@ export class CredentialService {
     }
 
     /** Claims from the offer, else from the attribute provider, with field defaults; mandatory ones must be there. */
-    private async claims(session: SessionModel, credential: CredentialConfig): Promise<Record<string, unknown>> {
+    private async claims(session: Session, credential: CredentialConfig): Promise<Record<string, unknown>> {
         const data = session.data as unknown as IssuanceData;
         const source: ClaimSource | undefined = data.claims[credential.id]
             ?? (credential.attributeProviderId ? { type: 'attributeProvider', attributeProviderId: credential.attributeProviderId } : undefined);
@@ -190,7 +197,7 @@ export class CredentialService {
         return fields.map((f) => ({ ...f, path: f.path.length === 1 ? [f.namespace ?? credential.config.docType!, f.path[0]!] : f.path }));
     }
 
-    private async fromProvider(session: SessionModel, credential: CredentialConfig, providerId: string): Promise<Record<string, unknown>> {
+    private async fromProvider(session: Session, credential: CredentialConfig, providerId: string): Promise<Record<string, unknown>> {
         const provider = await this.deps.registry.get<AttributeProvider>(this.deps.db, systemContext(session.tenantId), 'AttributeProvider', providerId);
         if (!provider) {
             throw credentialError('credential_request_denied', `Attribute provider ${providerId} does not exist`);

@@ -1,6 +1,6 @@
 import type { Config } from '../../../lib/config';
 import type { Database } from '../../../lib/db/database';
-import type { SessionModel } from '../../../lib/db/models/session';
+import type { Session } from '../../../lib/sessions/session-service';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import type { Registry } from '../../../lib/registry/registry';
@@ -26,7 +26,7 @@ export interface NotificationRequest {
 export class NotificationService {
     constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; log: Logger }) {}
 
-    async notify(session: SessionModel, body: NotificationRequest): Promise<void> {
+    async notify(session: Session, body: NotificationRequest): Promise<void> {
         const { notification_id: notificationId, event } = body;
         if (!notificationId || !event) {
             throw new OAuthError(400, 'invalid_notification_request', 'notification_id and event are required');

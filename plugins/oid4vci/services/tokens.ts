@@ -1,6 +1,6 @@
 import Crypto from 'node:crypto';
 import { OAuthError } from '../../../lib/errors';
-import type { SessionModel } from '../../../lib/db/models/session';
+import type { Session } from '../../../lib/sessions/session-service';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
 import type { Issuer } from '../issuer';
@@ -64,7 +64,7 @@ export class TokenEndpoint {
                 throw new OAuthError(400, 'invalid_request', 'tx_code is required');
             }
             if (!sameHash(body.tx_code, data.txCodeHash)) {
-                await sessions.update(session.id, {}, { isNull: ['codeUsedAt'], extra: (q) => q.increment('txCodeFailures', 1) });
+                await sessions.update(session.id, {}, { isNull: ['codeUsedAt'], increment: 'txCodeFailures' });
                 throw invalidGrant('The transaction code is wrong');
             }
         }
@@ -78,7 +78,7 @@ export class TokenEndpoint {
         }, {
             isNull: ['codeUsedAt'],
             status: ['active', 'fetched'],
-            extra: (q) => q.where('txCodeFailures', '<', settings.txCodeMaxAttempts)
+            below: { column: 'txCodeFailures', limit: settings.txCodeMaxAttempts }
         });
         if (!redeemed) {
             throw invalidGrant('The pre-authorized code has already been used');
@@ -87,7 +87,7 @@ export class TokenEndpoint {
     }
 
     /** A code is good while unused, its session open and within both its offer lifetime and the retention period. */
-    private checkRedeemable(session: SessionModel, retentionSeconds: number): void {
+    private checkRedeemable(session: Session, retentionSeconds: number): void {
         const now = Date.now();
         if (session.codeUsedAt) {
             throw invalidGrant('The pre-authorized code has already been used');
@@ -101,7 +101,7 @@ export class TokenEndpoint {
     }
 
     /** The session an access token belongs to; checks expiry and the DPoP binding. */
-    async authenticate(request: WalletRequest, authorization: string | undefined): Promise<SessionModel> {
+    async authenticate(request: WalletRequest, authorization: string | undefined): Promise<Session> {
         const match = /^(Bearer|DPoP)\s+([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization ?? '');
         if (!match) {
             throw new OAuthError(401, 'invalid_token', 'An access token is required in the Authorization header', { 'WWW-Authenticate': 'Bearer, DPoP algs="ES256"' });

@@ -1,0 +1,117 @@
+import Crypto from 'node:crypto';
+import { Agent, request } from 'node:http';
+import { percentile, printTable } from './table';
+import { post, ROOT, startService } from './service';
+
+const WALLETS = 8;
+const DURATION_MS = 10_000;
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+
+const call = (url: string, method: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> =>
+    new Promise((resolve, reject) => {
+        const req = request(url, { method, agent, headers: { ...(body ? { 'content-length': Buffer.byteLength(body) } : {}), ...headers } }, (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c) => chunks.push(c));
+            res.on('end', () => {
+                const text = Buffer.concat(chunks).toString();
+                resolve({ status: res.statusCode!, json: text ? JSON.parse(text) : undefined });
+            });
+        });
+        req.on('error', reject);
+        req.end(body);
+    });
+
+const b64 = (v: object | Buffer) => Buffer.from(Buffer.isBuffer(v) ? v : JSON.stringify(v)).toString('base64url');
+
+/** A proof JWT with a fresh holder key, built with node:crypto (the wallet's cost stays small next to the server's). */
+const proofJwt = (audience: string, nonce: string) => {
+    const { privateKey, publicKey } = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const { kty, crv, x, y } = publicKey.export({ format: 'jwk' });
+    const input = `${b64({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: { kty, crv, x, y } })}.${b64({ aud: audience, nonce, iat: Math.floor(Date.now() / 1000) })}`;
+    return `${input}.${b64(Crypto.sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' }))}`;
+};
+
+/** How many ES256 signs and verifies node:crypto does per second on this machine, one core. */
+const es256Speed = () => {
+    const { privateKey, publicKey } = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const data = Crypto.randomBytes(300);
+    const time = (fn: () => void) => {
+        const start = process.hrtime.bigint();
+        let n = 0;
+        while (process.hrtime.bigint() - start < 1_000_000_000n) {
+            fn();
+            n++;
+        }
+        return n;
+    };
+    const signature = Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' });
+    return {
+        sign: time(() => Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' })),
+        verify: time(() => Crypto.verify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, signature))
+    };
+};
+
+/**
+ * The full pre-authorized dc+sd-jwt flow, closed loop, 8 concurrent wallets against one server process on SQLite:
+ * create offer → fetch offer → metadata → token → nonce → credential with a fresh proof key.
+ */
+export const benchIssuance = async (): Promise<void> => {
+    const service = await startService(3919, { CONFIG_FOLDER: require('node:path').join(__dirname, '../../examples/config') });
+    try {
+        const admin = await post(`${service.url}/api/oauth2/token`, { grant_type: 'client_credentials', client_id: ROOT.id, client_secret: ROOT.secret });
+        const created = await post(`${service.url}/api/clients`, { clientId: 'bench-offers', roles: ['issuance:offer'], tenantId: 'demo' }, { authorization: `Bearer ${admin.body.access_token}` });
+        const token = (await post(`${service.url}/api/oauth2/token`, { grant_type: 'client_credentials', client_id: 'bench-offers', client_secret: created.body.clientSecret })).body.access_token;
+        const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+        const offerBody = JSON.stringify({ credentialConfigurationIds: ['pid'], credentialClaims: { pid: { type: 'inline', claims: { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12' } } } });
+        const issuer = `${service.url}/issuers/demo`;
+
+        const flow = async () => {
+            const offer = await call(`${service.url}/api/issuer/offer`, 'POST', offerBody, auth);
+            const offerUri = decodeURIComponent(offer.json.uri.split('credential_offer_uri=')[1]);
+            const fetched = await call(offerUri, 'GET');
+            await call(`${service.url}/.well-known/openid-credential-issuer/issuers/demo`, 'GET');
+            const code = fetched.json.grants['urn:ietf:params:oauth:grant-type:pre-authorized_code']['pre-authorized_code'];
+            const tokenRes = await call(`${issuer}/authorize/token`, 'POST', `grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Apre-authorized_code&pre-authorized_code=${code}`, { 'content-type': 'application/x-www-form-urlencoded' });
+            const nonce = (await call(`${issuer}/vci/nonce`, 'POST')).json.c_nonce;
+            const credential = await call(`${issuer}/vci/credential`, 'POST', JSON.stringify({ credential_configuration_id: 'pid', proof: { proof_type: 'jwt', jwt: proofJwt(issuer, nonce) } }), { authorization: `Bearer ${tokenRes.json.access_token}`, 'content-type': 'application/json' });
+            if (credential.status !== 200) {
+                throw new Error(`credential request failed: ${credential.status} ${JSON.stringify(credential.json)}`);
+            }
+        };
+
+        for (let i = 0; i < 50; i++) {
+            await flow();
+        }
+        const latencies: number[] = [];
+        const clientCpu = process.cpuUsage();
+        const until = Date.now() + DURATION_MS;
+        await Promise.all(Array.from({ length: WALLETS }, async () => {
+            while (Date.now() < until) {
+                const start = process.hrtime.bigint();
+                await flow();
+                latencies.push(Number(process.hrtime.bigint() - start) / 1e6);
+            }
+        }));
+        const used = process.cpuUsage(clientCpu);
+        const clientShare = (used.user + used.system) / 1000 / DURATION_MS;
+        latencies.sort((a, b) => a - b);
+        const rate = latencies.length / (DURATION_MS / 1000);
+        const speed = es256Speed();
+        // Per flow the server signs once (the credential) and verifies once (the proof).
+        const ceiling = 1 / (1 / speed.sign + 1 / speed.verify);
+        printTable('Issuance: full pre-authorized dc+sd-jwt flow (one process, SQLite, 8 wallets, 10 s)', [
+            { measure: 'flows/s', value: Math.round(rate), target: '>= 500' },
+            { measure: 'p50 ms', value: percentile(latencies, 50), target: '' },
+            { measure: 'p99 ms', value: percentile(latencies, 99), target: '< 50' },
+            { measure: 'node ES256 sign/s (one core)', value: speed.sign, target: '' },
+            { measure: 'node ES256 verify/s (one core)', value: speed.verify, target: '' },
+            { measure: 'crypto ceiling flows/s (1 sign + 1 verify)', value: Math.round(ceiling), target: '' },
+            { measure: 'share of the ceiling', value: `${Math.round((rate / ceiling) * 100)}%`, target: '' },
+            { measure: 'CPU of the wallets (this process)', value: `${Math.round(clientShare * 100)}% of a core`, target: '' }
+        ]);
+    }
+    finally {
+        agent.destroy();
+        await service.stop();
+    }
+};

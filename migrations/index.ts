@@ -3,6 +3,7 @@ import * as foundation from './20261125_0001_foundation';
 import * as auth from './20261125_0002_auth';
 import * as kms from './20261125_0003_kms';
 import * as sessions from './20261125_0004_sessions';
+import * as sessionLogs from './20261125_0005_session_logs';
 
 export interface Migration {
     name: string;
@@ -15,5 +16,6 @@ export const migrations: Migration[] = [
     { name: '20261125_0001_foundation', ...foundation },
     { name: '20261125_0002_auth', ...auth },
     { name: '20261125_0003_kms', ...kms },
-    { name: '20261125_0004_sessions', ...sessions }
+    { name: '20261125_0004_sessions', ...sessions },
+    { name: '20261125_0005_session_logs', ...sessionLogs }
 ];

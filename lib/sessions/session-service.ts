@@ -17,7 +17,13 @@ export interface UpdateConditions {
     increment?: 'txCodeFailures';
     /** Also move the status from one value to another when it has that value (in the same statement). */
     advance?: { from: SessionStatus; to: SessionStatus };
+    /** Only when the sealed data is still this ciphertext (optimistic concurrency of mutateData). */
+    sameData?: string;
+    /** Check the conditions without changing anything. */
+    probeOnly?: boolean;
 }
+
+const MUTATE_ATTEMPTS = 20;
 
 export const sha256Hex = (value: string): string => Crypto.createHash('sha256').update(value).digest('hex');
 
@@ -100,6 +106,12 @@ export class SessionService {
         if (where.below) {
             query.where(where.below.column, '<', where.below.limit);
         }
+        if (where.sameData !== undefined) {
+            query.where('data', where.sameData);
+        }
+        if (where.probeOnly) {
+            return !!(await query.first('id'));
+        }
         const row = this.toRow({ ...patch, updatedAt: new Date().toISOString() });
         if (where.increment) {
             row[where.increment] = knex.raw('?? + 1', [COLUMNS[where.increment]!]);
@@ -115,6 +127,29 @@ export class SessionService {
             }
         }
         return changed;
+    }
+
+    /**
+     * Read-modify-write of the sealed data without losing a concurrent writer's change: the update only applies when
+     * the stored ciphertext is still the one read (every encryption has a fresh IV, so it identifies the version);
+     * otherwise it reads again and retries. Returns the data written, or undefined when `conditions` no longer hold.
+     */
+    async mutateData<T>(id: string, change: (data: T) => T, patch: SessionPatch = {}, conditions: UpdateConditions = {}): Promise<T | undefined> {
+        for (let attempt = 0; attempt < MUTATE_ATTEMPTS; attempt++) {
+            const row = await this.table().where({ id }).first('data');
+            if (!row || typeof row.data !== 'string') {
+                return undefined;
+            }
+            const next = change(JSON.parse(this.db.cipher.decrypt(row.data)) as T);
+            const applied = await this.update(id, { ...patch, data: next as unknown as Record<string, unknown> }, { ...conditions, sameData: row.data });
+            if (applied) {
+                return next;
+            }
+            if (!(await this.update(id, {}, { ...conditions, probeOnly: true }))) {
+                return undefined;
+            }
+        }
+        throw new Error(`Session ${id} kept changing; gave up after ${MUTATE_ATTEMPTS} attempts`);
     }
 
     /** Moves a session to `to` unless it is already in a final status. */

@@ -31,7 +31,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         }
 
         const issuer = new Issuer({ config, db, registry, server });
-        const offers = new OfferService({ config, issuer, sessions });
+        const offers = new OfferService({ config, issuer, sessions, registry, db, log });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', config.secrets.masterSecret ?? config.secrets.encryptionKey!, 'hallmark', 'dpop-nonce/v1', 32)) });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });

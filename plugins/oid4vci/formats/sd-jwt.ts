@@ -55,6 +55,8 @@ const hasher = (data: string | ArrayBuffer, alg: string) => {
     return new Uint8Array(Crypto.createHash('sha256').update(typeof data === 'string' ? data : Buffer.from(data)).digest());
 };
 
+const UNLINKABLE_IAT_WINDOW_SECONDS = 3600;
+
 export interface SdJwtIssue {
     tenantId: string;
     keyChainId: string;
@@ -77,7 +79,8 @@ export const issueSdJwtVc = async (signing: SigningService, input: SdJwtIssue): 
         signAlg: 'ES256',
         signer: async (data: string) => Buffer.from(await signing.sign(input.tenantId, input.keyChainId, Buffer.from(data, 'ascii'))).toString('base64url')
     });
-    const iat = Math.floor(Date.now() / 1000);
+    // Credentials of one batch must not be linkable by their time claims: iat falls at random within the past hour.
+    const iat = Math.floor(Date.now() / 1000) - Crypto.randomInt(0, UNLINKABLE_IAT_WINDOW_SECONDS);
     const payload = {
         ...input.claims,
         iss: input.issuer,

@@ -58,6 +58,9 @@ export class CredentialService {
     async issue(session: Session, body: CredentialRequest): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
         const { issuer } = this.deps;
         const tenantId = session.tenantId;
+        if (['completed', 'failed', 'expired'].includes(session.status)) {
+            throw credentialError('invalid_credential_request', `The issuance session is ${session.status}`);
+        }
         if (body.credential_response_encryption !== undefined) {
             throw credentialError('invalid_encryption_parameters', 'This issuer does not encrypt credential responses');
         }
@@ -83,12 +86,9 @@ export class CredentialService {
         }
 
         const notificationId = Crypto.randomBytes(16).toString('base64url');
-        // One statement records the notification id and moves a first issuance from active to fetched. Two credential
-        // requests of one session racing each other may keep only one of their notification ids.
-        const data = session.data as unknown as IssuanceData;
-        await this.deps.sessions.update(session.id, {
-            data: { ...data, issued: [...data.issued, { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() }] } as unknown as Record<string, unknown>
-        }, { advance: { from: 'active', to: 'fetched' } });
+        // Appended without losing a concurrent request's id; a first issuance also moves active to fetched.
+        const entry = { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() };
+        await this.deps.sessions.mutateData<IssuanceData>(session.id, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
         return { credentials, notification_id: notificationId };
     }
 

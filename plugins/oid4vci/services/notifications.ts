@@ -6,8 +6,6 @@ import type { Logger } from '../../../lib/logging';
 import type { Registry } from '../../../lib/registry/registry';
 import type { SessionService } from '../../../lib/sessions/session-service';
 import { deliverWebhook } from '../../../lib/webhooks';
-import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
-import { systemContext } from '../issuer';
 import type { IssuanceData } from './offers';
 
 export const NOTIFICATION_EVENTS = ['credential_accepted', 'credential_failure', 'credential_deleted'] as const;
@@ -39,25 +37,20 @@ export class NotificationService {
         if (!issued) {
             throw new OAuthError(400, 'invalid_notification_id', 'The notification_id does not belong to this session');
         }
-        const recorded: IssuanceData = {
-            ...data,
-            events: [...data.events, { notificationId, event, ...(body.event_description ? { description: body.event_description } : {}), at: new Date().toISOString() }]
-        };
-        await this.deps.sessions.update(session.id, { data: recorded as unknown as Record<string, unknown> });
+        if (session.status !== 'fetched') {
+            throw new OAuthError(400, 'invalid_notification_request', `The issuance session is ${session.status}; notifications are taken while it is fetched`);
+        }
+        const recordedEvent = { notificationId, event, ...(body.event_description ? { description: body.event_description } : {}), at: new Date().toISOString() };
+        await this.deps.sessions.mutateData<IssuanceData>(session.id, (current) => ({ ...current, events: [...current.events, recordedEvent] }));
 
-        if (data.webhookEndpointId) {
-            const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, systemContext(session.tenantId), 'WebhookEndpoint', data.webhookEndpointId);
-            if (!endpoint) {
-                this.deps.log.warn({ webhookEndpointId: data.webhookEndpointId, sessionId: session.id }, 'webhook endpoint of the offer does not exist; no notification webhook sent');
-            }
-            else {
-                const result = await deliverWebhook(this.deps.config.outbound, endpoint.spec, {
-                    notification: { id: notificationId, event, credentialConfigurationId: issued.credentialConfigurationId },
-                    session: session.id
-                }, this.deps.log);
-                if (!result.delivered) {
-                    throw new DomainError(500, 'The notification could not be delivered to the issuer backend', 'server_error');
-                }
+        // The target was resolved when the offer was created (spec 6.2).
+        if (data.webhook) {
+            const result = await deliverWebhook(this.deps.config.outbound, data.webhook, {
+                notification: { id: notificationId, event, credentialConfigurationId: issued.credentialConfigurationId },
+                session: session.id
+            }, this.deps.log);
+            if (!result.delivered) {
+                throw new DomainError(500, 'The notification could not be delivered to the issuer backend', 'server_error');
             }
         }
         await this.deps.sessions.transition(session.id, ['fetched'], event === 'credential_accepted' ? 'completed' : 'failed');

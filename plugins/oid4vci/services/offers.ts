@@ -1,6 +1,11 @@
 import Crypto from 'node:crypto';
 import Joi from 'joi';
 import type { Config } from '../../../lib/config';
+import type { Database } from '../../../lib/db/database';
+import type { Logger } from '../../../lib/logging';
+import type { Registry } from '../../../lib/registry/registry';
+import type { WebhookTarget } from '../../../lib/webhooks';
+import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
 import { ValidationError } from '../../../lib/errors';
 import type { TenantContext } from '../../../lib/registry/kind';
 import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
@@ -47,7 +52,8 @@ export interface IssuanceData {
     offer: Record<string, unknown>;
     claims: Record<string, ClaimSource>;
     txCodeHash?: string;
-    webhookEndpointId?: string;
+    /** The offer's webhook endpoint as it was when the offer was made (spec 6.2: resolved at creation). */
+    webhook?: WebhookTarget;
     dpopJkt?: string;
     issued: Array<{ credentialConfigurationId: string; notificationId: string; at: string }>;
     events: Array<{ notificationId: string; event: string; description?: string; at: string }>;
@@ -56,7 +62,7 @@ export interface IssuanceData {
 const GENERATED_TX_CODE_LENGTH = 6;
 
 export class OfferService {
-    constructor(private readonly deps: { config: Config; issuer: Issuer; sessions: SessionService }) {}
+    constructor(private readonly deps: { config: Config; issuer: Issuer; sessions: SessionService; registry: Registry; db: Database; log: Logger }) {}
 
     async create(ctx: TenantContext & { tenantId: string }, request: OfferRequest): Promise<{ session: string; uri: string; tx_code?: string }> {
         if (request.flow !== 'pre_authorized_code') {
@@ -74,6 +80,7 @@ export class OfferService {
             }
         }
         const settings = await issuer.settings(ctx.tenantId);
+        const webhook = request.webhookEndpointId ? await this.webhook(ctx, request.webhookEndpointId) : undefined;
         const code = Crypto.randomBytes(32).toString('base64url');
         const txCode = request.tx_code === true
             ? Crypto.randomInt(0, 10 ** GENERATED_TX_CODE_LENGTH).toString().padStart(GENERATED_TX_CODE_LENGTH, '0')
@@ -97,7 +104,7 @@ export class OfferService {
             offer,
             claims: request.credentialClaims ?? {},
             ...(txCode ? { txCodeHash: sha256Hex(txCode) } : {}),
-            ...(request.webhookEndpointId ? { webhookEndpointId: request.webhookEndpointId } : {}),
+            ...(webhook ? { webhook } : {}),
             issued: [],
             events: []
         };
@@ -115,6 +122,15 @@ export class OfferService {
             ? `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`${baseUrl}/vci/credential-offers/${offerId}`)}`
             : `openid-credential-offer://?credential_offer=${encodeURIComponent(JSON.stringify(offer))}`;
         return { session: session.id, uri, ...(request.tx_code === true ? { tx_code: txCode as string } : {}) };
+    }
+
+    private async webhook(ctx: TenantContext, id: string): Promise<WebhookTarget | undefined> {
+        const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, ctx, 'WebhookEndpoint', id);
+        if (!endpoint) {
+            this.deps.log.warn({ webhookEndpointId: id }, 'webhook endpoint of the offer does not exist; no notification webhook will be sent');
+            return undefined;
+        }
+        return { url: endpoint.spec.url, auth: endpoint.spec.auth };
     }
 
     /** Session retention of the tenant (ttlSeconds, else SESSION_TTL): no offer or code outlives it. */

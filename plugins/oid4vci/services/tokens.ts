@@ -116,7 +116,15 @@ export class TokenEndpoint {
             if (scheme!.toLowerCase() !== 'dpop') {
                 throw new OAuthError(401, 'invalid_token', 'This access token is DPoP-bound: use the DPoP scheme with a proof', { 'WWW-Authenticate': 'DPoP error="invalid_token"' });
             }
-            const proof = await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url, accessToken: token });
+            let proof;
+            try {
+                proof = await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url, accessToken: token });
+            }
+            catch (err) {
+                // At a protected resource a bad proof is a 401 with a DPoP challenge (RFC 9449 section 7.1).
+                const e = err as OAuthError;
+                throw new OAuthError(401, e.oauthError ?? 'invalid_dpop_proof', e.message, { 'WWW-Authenticate': `DPoP error="${e.oauthError ?? 'invalid_dpop_proof'}"`, ...(e.headers ?? {}) });
+            }
             if (proof.jkt !== jkt) {
                 throw new OAuthError(401, 'invalid_dpop_proof', 'The DPoP proof is signed by another key than the token is bound to', { 'WWW-Authenticate': 'DPoP error="invalid_dpop_proof"' });
             }

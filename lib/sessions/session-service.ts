@@ -93,6 +93,11 @@ export class SessionService {
         return this.fromRow(await this.table().where({ tenantId, [field]: value }).first());
     }
 
+    /** A session found by a handle that is unique across tenants (the wallet nonce in a presentation URL). */
+    async findByWalletNonce(walletNonce: string): Promise<Session | undefined> {
+        return this.fromRow(await this.table().where({ walletNonce }).first());
+    }
+
     /** Applies `patch` only when the session still meets the conditions. True when this call made the change. */
     async update(id: string, patch: SessionPatch, where: UpdateConditions = {}): Promise<boolean> {
         const knex = this.db.knex;

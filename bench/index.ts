@@ -1,6 +1,7 @@
 import { benchAuth } from './auth';
 import { benchIssuance } from './issuance';
 import { benchKms } from './kms';
+import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
 
 /** Runs every benchmark, or the ones named on the command line. */
@@ -8,7 +9,8 @@ const benches: Record<string, () => Promise<void>> = {
     startup: benchStartup,
     auth: benchAuth,
     kms: benchKms,
-    issuance: benchIssuance
+    issuance: benchIssuance,
+    sessions: benchSessions
 };
 
 const main = async () => {

@@ -79,7 +79,9 @@ const envSchema = Joi.object({
     LOG_FILE_PATH: Joi.string().default('./logs/session.log'),
     AUDIT_LOG_RETENTION_DAYS: Joi.number().integer().min(0).default(0),
     AUDIT_LOG_MAX_ENTRIES_PER_TENANT: Joi.number().integer().min(0).default(0),
-    OTEL_SDK_DISABLED: bool(false)
+    OTEL_SDK_DISABLED: bool(false),
+    OTEL_EXPORTER_OTLP_ENDPOINT: Joi.string().uri({ scheme: ['http', 'https'] }),
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Joi.string().uri({ scheme: ['http', 'https'] })
 })
     .custom((env, helpers) => {
         if (!env.MASTER_SECRET && !env.ENCRYPTION_KEY) {
@@ -139,7 +141,8 @@ export interface Config {
         filePath: string;
     };
     audit: { retentionDays: number; maxEntriesPerTenant: number };
-    otel: { disabled: boolean };
+    /** `otlpEndpoint`: traces go to an OTLP/HTTP collector when either OTEL_EXPORTER_OTLP_* endpoint is set. */
+    otel: { disabled: boolean; otlpEndpoint?: string; otlpTracesEndpoint?: string };
 }
 
 export class ConfigError extends Error {
@@ -243,6 +246,6 @@ export const loadConfig = (source: Record<string, string | undefined> = process.
             filePath: Path.resolve(env.LOG_FILE_PATH)
         },
         audit: { retentionDays: env.AUDIT_LOG_RETENTION_DAYS, maxEntriesPerTenant: env.AUDIT_LOG_MAX_ENTRIES_PER_TENANT },
-        otel: { disabled: env.OTEL_SDK_DISABLED }
+        otel: { disabled: env.OTEL_SDK_DISABLED, otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT, otlpTracesEndpoint: env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT }
     };
 };

@@ -7,6 +7,8 @@ import * as kmsHttp from '../plugins/kms-http';
 import * as kmsPkcs11 from '../plugins/kms-pkcs11';
 import * as oauth2 from '../plugins/oauth2';
 import * as oid4vci from '../plugins/oid4vci';
+import * as oid4vp from '../plugins/oid4vp';
+import * as observability from '../plugins/observability';
 import * as sessions from '../plugins/sessions';
 import * as tenancy from '../plugins/tenancy';
 
@@ -15,6 +17,7 @@ export const manifest: Manifest = {
     name: 'default',
     plugins: [
         { plugin: core.plugin },
+        { plugin: observability.plugin },
         { plugin: oauth2.plugin },
         { plugin: tenancy.plugin },
         { plugin: kms.plugin },
@@ -23,6 +26,7 @@ export const manifest: Manifest = {
         { plugin: kmsPkcs11.plugin },
         { plugin: sessions.plugin },
         { plugin: oid4vci.plugin },
+        { plugin: oid4vp.plugin },
         { plugin: docs.plugin }
     ]
 };

@@ -4,6 +4,7 @@ import * as auth from './20261125_0002_auth';
 import * as kms from './20261125_0003_kms';
 import * as sessions from './20261125_0004_sessions';
 import * as sessionLogs from './20261125_0005_session_logs';
+import * as sessionSearch from './20261125_0006_session_search';
 
 export interface Migration {
     name: string;
@@ -17,5 +18,6 @@ export const migrations: Migration[] = [
     { name: '20261125_0002_auth', ...auth },
     { name: '20261125_0003_kms', ...kms },
     { name: '20261125_0004_sessions', ...sessions },
-    { name: '20261125_0005_session_logs', ...sessionLogs }
+    { name: '20261125_0005_session_logs', ...sessionLogs },
+    { name: '20261125_0006_session_search', ...sessionSearch }
 ];

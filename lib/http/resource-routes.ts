@@ -35,6 +35,9 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
     const params = Joi.object({ [idField]: schema.extract(idField).required() });
     const tags = ['api', tag];
     const id = (p: Record<string, unknown>) => p[idField] as string;
+    const fields = Object.keys(schema.describe().keys ?? {}).filter((k) => k !== idField);
+    const patchSchema = Joi.object(Object.fromEntries(fields.map((k) => [k, schema.extract(k).optional()])))
+        .keys({ [idField]: Joi.forbidden() }).min(1).label(`${kind.kind}Patch`);
 
     return [
         {
@@ -93,8 +96,8 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 tags,
                 description: `Update ${description.one}: the fields given replace the stored ones`,
                 auth: { access: { scope: roles } },
-                // Every field optional; the merged document is validated whole by the write path.
-                validate: { params, payload: schema.fork(Object.keys(schema.describe().keys ?? {}), (s) => s.optional()).keys({ [idField]: Joi.forbidden() }).min(1) },
+                // Every field optional and no whole-object rules: the merged document is validated whole by the write path.
+                validate: { params, payload: patchSchema },
                 response: { status: { 200: view } }
             },
             handler: async (request) => {

@@ -38,7 +38,7 @@ const COLUMNS: Record<string, string> = {
  * in the `data` column, sealed with the column cipher.
  */
 export class SessionService {
-    private readonly listeners: Array<(session: { id: string; tenantId: string; status: SessionStatus; updatedAt: string }) => void> = [];
+    private readonly listeners: Array<(session: { id: string; tenantId: string; type: SessionType; status: SessionStatus; updatedAt: string }) => void> = [];
 
     constructor(private readonly db: Database) {}
 
@@ -47,7 +47,7 @@ export class SessionService {
     }
 
     /** Called after every status change in this process (event streams and metrics listen). */
-    onStatusChange(listener: (session: { id: string; tenantId: string; status: SessionStatus; updatedAt: string }) => void): void {
+    onStatusChange(listener: (session: { id: string; tenantId: string; type: SessionType; status: SessionStatus; updatedAt: string }) => void): void {
         this.listeners.push(listener);
     }
 
@@ -162,9 +162,9 @@ export class SessionService {
         return this.update(id, { ...patch, status: to }, { status: from.filter((s) => !TERMINAL_STATUSES.includes(s)) });
     }
 
-    private notify(session: Pick<Session, 'id' | 'tenantId' | 'status' | 'updatedAt'>): void {
+    private notify(session: Pick<Session, 'id' | 'tenantId' | 'type' | 'status' | 'updatedAt'>): void {
         for (const listener of this.listeners) {
-            listener({ id: session.id, tenantId: session.tenantId, status: session.status, updatedAt: session.updatedAt });
+            listener({ id: session.id, tenantId: session.tenantId, type: session.type, status: session.status, updatedAt: session.updatedAt });
         }
     }
 }

@@ -39,7 +39,7 @@ export const mapErrors = (request: Hapi.Request, h: Hapi.ResponseToolkit): Hapi.
     const headers: Record<string, string> = { ...(err.output.headers as Record<string, string>), ...(domain ? err.headers : {}) };
 
     if (status >= 500) {
-        request.server.app.log.error({ err, method: request.method, path: request.path }, 'request failed');
+        (request.app.log ?? request.server.app.log).error({ err, method: request.method, path: request.path }, 'request failed');
     }
     const message = status >= 500 && !(domain && status === 503) ? GENERIC_SERVER_ERROR : domain ? err.message : (err.output.payload.message ?? err.message);
 

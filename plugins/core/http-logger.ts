@@ -30,6 +30,6 @@ export const registerHttpLogger = (server: Hapi.Server, config: Config): void =>
         if (config.log.httpResponseBody && response && 'source' in response) {
             line.responseBody = captureBody(response.source, config.log.httpResponseBodyMaxLength, config.log.redact);
         }
-        request.server.app.log.info(line, 'http');
+        (request.app.log ?? request.server.app.log).info(line, 'http');
     });
 };

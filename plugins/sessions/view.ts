@@ -60,7 +60,7 @@ export const detail = (s: Session) => {
         ...(present(s.consumedAt) ? { consumedAt: s.consumedAt } : {}),
         ...(result.outcome ? { outcome: result.outcome } : {}),
         ...(result.credentials && s.status === 'completed' ? { credentials: result.credentials } : {}),
-        ...(data.transaction_data ? { transaction_data: data.transaction_data } : {}),
+        ...(Array.isArray(data.transactionData) ? { transaction_data: (data.transactionData as string[]).map((t) => JSON.parse(Buffer.from(t, 'base64url').toString('utf8'))) } : {}),
         ...(s.type === 'issuance' && Array.isArray(data.events) ? { notifications: data.events } : {})
     };
 };

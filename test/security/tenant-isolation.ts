@@ -28,14 +28,42 @@ interface Fixtures {
     /** A client of the tenant that is not the caller. */
     clientId: string;
     keyChainId: string;
+    signingKeyChainId: string;
+    credentialConfigId: string;
+    attributeProviderId: string;
+    webhookEndpointId: string;
+    trustListId: string;
+    presentationConfigId: string;
+    sessionId: string;
 }
 
 const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: string, suffix: string): Promise<Fixtures> => {
     const { clientId } = await createClient(server, adminToken, { clientId: `${tenantId}-worker${suffix}`, roles: ['issuance:offer'], allowedIssuanceConfigs: ['pid'] });
     const keyChainId = `${tenantId}-signer${suffix}`;
-    const chain = await server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(adminToken), payload: { id: keyChainId, usageType: 'attestation' } });
-    expect(chain.statusCode, chain.payload).to.equal(201);
-    return { tenantId, clientId, keyChainId };
+    const create = async (url: string, payload: object) => {
+        const res = await server.inject({ method: 'POST', url, headers: bearer(adminToken), payload });
+        expect(res.statusCode, `${url}: ${res.payload}`).to.equal(201);
+        return res.result as Record<string, any>;
+    };
+    const chain = await create('/api/key-chain', { id: keyChainId, usageType: 'attestation' });
+    // The chain the key-chain routes act on; the one above is referenced by the credential configuration.
+    const spareKeyChainId = `${tenantId}-spare${suffix}`;
+    await create('/api/key-chain', { id: spareKeyChainId, usageType: 'access' });
+    const ids = {
+        credentialConfigId: `${tenantId}-pid${suffix}`,
+        attributeProviderId: `${tenantId}-ap${suffix}`,
+        webhookEndpointId: `${tenantId}-wh${suffix}`,
+        trustListId: `${tenantId}-tl${suffix}`,
+        presentationConfigId: `${tenantId}-pc${suffix}`
+    };
+    await create('/api/issuer/credentials', { id: ids.credentialConfigId, config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'PID' }] }, vct: 'urn:eudi:pid:1', keyChainId, fields: [{ path: ['given_name'], type: 'string' }] });
+    await create('/api/issuer/attribute-providers', { id: ids.attributeProviderId, url: 'https://attributes.example.com/claims', auth: { type: 'none' } });
+    await create('/api/issuer/webhook-endpoints', { id: ids.webhookEndpointId, name: 'Backend', url: 'https://hooks.example.com/in', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: 'secret-value' } } });
+    await create('/api/trust-lists', { id: ids.trustListId, entities: [{ serviceType: 'pid-issuance', certificates: [chain.rootCertificate] }] });
+    await create('/api/verifier/config', { id: ids.presentationConfigId, dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] } });
+    // A finished session: its event stream answers one event and closes, so inject returns.
+    const session = await server.sessions.create({ tenantId, type: 'issuance', status: 'completed' });
+    return { tenantId, clientId, keyChainId: spareKeyChainId, signingKeyChainId: keyChainId, ...ids, sessionId: session.id };
 };
 
 /** Path → the values of its parameters, taken from a tenant's fixtures. Every parameterised route must be here. */
@@ -43,7 +71,15 @@ const TARGETS: Record<string, (f: Fixtures) => Record<string, string>> = {
     '/api/clients/{clientId}': (f) => ({ clientId: f.clientId }),
     '/api/clients/{clientId}/rotate-secret': (f) => ({ clientId: f.clientId }),
     '/api/key-chain/{id}': (f) => ({ id: f.keyChainId }),
-    '/api/key-chain/{id}/rotate': (f) => ({ id: f.keyChainId })
+    '/api/key-chain/{id}/rotate': (f) => ({ id: f.keyChainId }),
+    '/api/issuer/credentials/{id}': (f) => ({ id: f.credentialConfigId }),
+    '/api/issuer/attribute-providers/{id}': (f) => ({ id: f.attributeProviderId }),
+    '/api/issuer/webhook-endpoints/{id}': (f) => ({ id: f.webhookEndpointId }),
+    '/api/trust-lists/{id}': (f) => ({ id: f.trustListId }),
+    '/api/verifier/config/{id}': (f) => ({ id: f.presentationConfigId }),
+    '/api/session/{id}': (f) => ({ id: f.sessionId }),
+    '/api/session/{id}/events': (f) => ({ id: f.sessionId }),
+    '/api/session/{id}/logs': (f) => ({ id: f.sessionId })
 };
 
 /** "METHOD path" → a valid body (null: the route takes none). Every POST, PUT and PATCH route of TARGETS must be here. */
@@ -51,7 +87,12 @@ const BODIES: Record<string, unknown> = {
     'PATCH /api/clients/{clientId}': { roles: ['tenant:read'], description: 'taken over', allowedIssuanceConfigs: [] },
     'POST /api/clients/{clientId}/rotate-secret': null,
     'PUT /api/key-chain/{id}': { usageType: 'access', certValidityDays: 30 },
-    'POST /api/key-chain/{id}/rotate': null
+    'POST /api/key-chain/{id}/rotate': null,
+    'PATCH /api/issuer/credentials/{id}': { description: 'taken over' },
+    'PATCH /api/issuer/attribute-providers/{id}': { description: 'taken over' },
+    'PATCH /api/issuer/webhook-endpoints/{id}': { name: 'taken over' },
+    'PATCH /api/trust-lists/{id}': { description: 'taken over' },
+    'PATCH /api/verifier/config/{id}': { description: 'taken over' }
 };
 
 const scopesOf = (route: Hapi.RequestRoute): string[] => {

@@ -101,7 +101,9 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
             handler: async (request, h) => {
                 const ctx = tenantContext(request);
                 const { privateJwk, certificateChain, ...rest } = request.payload as { id: string; usageType: string; kmsProvider?: string; privateJwk: Record<string, unknown>; certificateChain: string[] };
-                const spec = { ...rest, type: 'standalone', keySource: { type: 'private-jwk', privateJwk, certificateChain } };
+                // Only the key itself: WebCrypto exports add members such as key_ops and ext.
+                const { kty, crv, x, y, d } = privateJwk;
+                const spec = { ...rest, type: 'standalone', keySource: { type: 'private-jwk', privateJwk: { kty, crv, x, y, d }, certificateChain } };
                 const result = await request.server.registry.write<KeyChain>(request.server.db, ctx, 'KeyChain', spec, { mode: 'create' });
                 return h.response(await view(ctx.tenantId, result.resource)).code(201);
             }

@@ -12,6 +12,7 @@ import type { IssuanceData } from '../services/offers';
 import type { TokenEndpoint } from '../services/tokens';
 import type { SessionService } from '../../../lib/sessions/session-service';
 import type { Config } from '../../../lib/config';
+import { bindSession, linkRequest, sessionLog } from '../../../lib/session-log';
 
 export interface WalletRouteDeps {
     config: Config;
@@ -38,12 +39,12 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             throw new NotFoundError('Unknown issuer');
         }
     };
-    const walletRequest = (request: Hapi.Request) => ({
+    const walletRequest = (request: Hapi.Request) => linkRequest({
         tenantId: request.params.tenant as string,
         url: `${deps.config.publicUrl}${request.path}`,
         method: request.method.toUpperCase(),
         dpop: request.headers.dpop as string | string[] | undefined
-    });
+    }, request);
     const refuseQueryToken = (request: Hapi.Request) => {
         if ('access_token' in request.query) {
             throw new OAuthError(400, 'invalid_request', 'Access tokens are not accepted in the query string');
@@ -88,6 +89,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request, h) => {
                 const tenantId = request.params.tenant as string;
                 const session = await deps.sessions.findBy(tenantId, 'offerId', request.params.id as string);
+                bindSession(request, session, 'offer');
                 const gone = () => new NotFoundError('Unknown or already used credential offer');
                 if (!session || session.status !== 'active' || (session.expiresAt && Date.parse(session.expiresAt) <= Date.now())) {
                     throw gone();
@@ -96,6 +98,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                     && !(await deps.sessions.update(session.id, { offerFetchedAt: new Date().toISOString() }, { isNull: ['offerFetchedAt'], status: ['active'] }))) {
                     throw gone();
                 }
+                sessionLog(request).info({ event: 'flow_start' }, 'credential offer fetched');
                 return noStore(h.response((session.data as unknown as IssuanceData).offer));
             }
         },
@@ -126,6 +129,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request, h) => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
+                bindSession(request, session, 'credential');
                 return noStore(h.response(await deps.credentials.issue(session, request.payload as object)));
             }
         },
@@ -136,6 +140,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request, h) => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
+                bindSession(request, session, 'notification');
                 await deps.notifications.notify(session, request.payload as object);
                 return h.response().code(204);
             }
@@ -146,7 +151,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Deferred credential endpoint' },
             handler: async (request) => {
                 refuseQueryToken(request);
-                await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
+                bindSession(request, await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined), 'deferred');
                 // No issuance is deferred yet, so no transaction id can be valid.
                 throw new OAuthError(400, 'invalid_transaction_id', 'No deferred credential is pending for this transaction_id');
             }

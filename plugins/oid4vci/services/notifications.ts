@@ -5,6 +5,7 @@ import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import type { Registry } from '../../../lib/registry/registry';
 import type { SessionService } from '../../../lib/sessions/session-service';
+import { sessionLog } from '../../../lib/session-log';
 import { deliverWebhook } from '../../../lib/webhooks';
 import type { IssuanceData } from './offers';
 
@@ -54,5 +55,6 @@ export class NotificationService {
             }
         }
         await this.deps.sessions.transition(session.id, ['fetched'], event === 'credential_accepted' ? 'completed' : 'failed');
+        sessionLog(session).info({ event: 'notification', notificationEvent: event }, `wallet notification ${event}`);
     }
 }

@@ -3,6 +3,7 @@ import { OAuthError } from '../../../lib/errors';
 import type { Session } from '../../../lib/sessions/session-service';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
+import { bindSession, sessionLog } from '../../../lib/session-log';
 import type { Issuer } from '../issuer';
 import { PRE_AUTHORIZED_GRANT, type IssuanceData, type OfferService } from './offers';
 
@@ -54,6 +55,7 @@ export class TokenEndpoint {
         if (!session || session.type !== 'issuance') {
             throw invalidGrant('The pre-authorized code is not valid');
         }
+        bindSession(request, session, 'token');
         this.checkRedeemable(session, await offers.retentionSeconds(request.tenantId));
         const data = session.data as unknown as IssuanceData;
         if (session.txCodeFailures >= settings.txCodeMaxAttempts) {
@@ -83,6 +85,7 @@ export class TokenEndpoint {
         if (!redeemed) {
             throw invalidGrant('The pre-authorized code has already been used');
         }
+        sessionLog(session).info({ event: 'token_issued', tokenType: dpop ? 'DPoP' : 'Bearer' }, 'access token issued');
         return { access_token: accessToken, token_type: dpop ? 'DPoP' : 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS };
     }
 

@@ -1,0 +1,177 @@
+import type Hapi from '@hapi/hapi';
+import type { Knex } from 'knex';
+import Pino from 'pino';
+import { createServer } from '../lib/compose';
+import { loadConfig } from '../lib/config';
+import { SessionSearch, type SessionListQuery } from '../lib/sessions/search';
+import { sha256Hex } from '../lib/sessions/session-service';
+import { manifest } from '../manifests/default';
+import { bearer, clientWithToken, createTenant, rootToken } from '../test/helpers/auth';
+import { createTestDatabase, type DialectName } from '../test/helpers/databases';
+import { testEnv } from '../test/helpers/server';
+import { percentile, printTable } from './table';
+
+const SESSIONS = Number(process.env.HALLMARK_BENCH_SESSIONS ?? 1_000_000);
+const REQUESTS = 200;
+const WARMUP = 10;
+const TENANT = 'bench';
+/** 1 Nov 2026, and one session every 7.776 s: a million sessions span 90 days. */
+const START_EPOCH = 1_793_491_200;
+const STEP_SECONDS = 7.776;
+
+/**
+ * Column values of session i, as SQL over an integer `i`, written once for both dialects. Types alternate; the
+ * status cycles through all five independently of the type (so status=active&type=issuance matches a tenth, 100,000
+ * of a million); two sessions share each reference; presentation sessions have a requestId out of 7 and a
+ * walletNonce; failed presentation sessions a failureCode; issuance sessions one or two credential configurations,
+ * a code hash and (every other one) an offer id. updated_at lies up to a day after created_at.
+ */
+const columns = (dialect: DialectName): Record<string, string> => {
+    const pg = dialect === 'postgres';
+    const time = (seconds: string) => (pg
+        ? `to_timestamp(${START_EPOCH} + ${seconds})`
+        : `strftime('%Y-%m-%dT%H:%M:%fZ', ${START_EPOCH} + ${seconds}, 'unixepoch')`);
+    const hex = (bytes: number) => (pg ? `substr(md5(random()::text || i::text), 1, ${bytes * 2})` : `lower(hex(randomblob(${bytes})))`);
+    const status = `(array['active', 'fetched', 'completed', 'failed', 'expired'])[((i / 2) % 5) + 1]`;
+    const sqliteStatus = `case (i / 2) % 5 when 0 then 'active' when 1 then 'fetched' when 2 then 'completed' when 3 then 'failed' else 'expired' end`;
+    const presentation = 'i % 2 = 1';
+    return {
+        id: `${hex(4)} || '-' || ${hex(2)} || '-4' || substr(${hex(2)}, 2) || '-' || ${hex(2)} || '-' || ${hex(6)}`,
+        tenant_id: `'${TENANT}'`,
+        type: `case when ${presentation} then 'presentation' else 'issuance' end`,
+        status: pg ? status : sqliteStatus,
+        request_id: `case when ${presentation} then 'pc-' || ((i / 2) % 7) end`,
+        credential_configuration_ids: `case when ${presentation} then null when i % 3 = 0 then '["pid","mdl"]' else '["pid"]' end`,
+        reference: `'order-' || (i / 2)`,
+        wallet_nonce: `case when ${presentation} then 'wn-' || i end`,
+        offer_id: `case when i % 4 = 0 then 'of-' || i end`,
+        code_hash: `case when not (${presentation}) then 'ch-' || i end`,
+        failure_code: `case when ${presentation} and (i / 2) % 5 = 3 then (case i % 3 when 0 then 'signature_invalid' when 1 then 'access_denied' else 'trust_chain_not_trusted' end) end`,
+        tx_code_failures: '0',
+        created_at: time(`i * ${STEP_SECONDS}`),
+        updated_at: time(`i * ${STEP_SECONDS} + ((i * 7919) % 86400)`),
+        expires_at: time(`i * ${STEP_SECONDS} + 300`)
+    };
+};
+
+/** Bulk insert in SQL: a recursive CTE on SQLite, generate_series on PostgreSQL, in chunks of 100,000 per transaction. */
+export const seedSessions = async (knex: Knex, dialect: DialectName, count: number): Promise<void> => {
+    const cols = columns(dialect);
+    const names = Object.keys(cols).join(', ');
+    const values = Object.values(cols).join(', ');
+    const chunk = 100_000;
+    if (dialect === 'sqlite') {
+        await knex.raw('pragma cache_size = -262144');
+    }
+    for (let from = 0; from < count; from += chunk) {
+        const to = Math.min(count, from + chunk) - 1;
+        const sql = dialect === 'postgres'
+            ? `insert into sessions (${names}) select ${values} from generate_series(${from}::bigint, ${to}::bigint) as g(i)`
+            : `insert into sessions (${names}) with recursive n(i) as (select ${from} union all select i + 1 from n where i < ${to}) select ${values} from n`;
+        await knex.transaction((trx) => trx.raw(sql));
+    }
+    // PostgreSQL: what autovacuum would do soon after a bulk load (statistics; visibility map for index-only scans).
+    // SQLite: nothing. The service never runs ANALYZE there, so the plans below are the ones it gets without statistics.
+    if (dialect === 'postgres') {
+        await knex.raw('vacuum analyze sessions');
+    }
+};
+
+const time = async (server: Hapi.Server, token: string, urls: () => string): Promise<{ p50: number; p95: number; total: string }> => {
+    const samples: number[] = [];
+    let total = '';
+    for (let i = 0; i < WARMUP + REQUESTS; i++) {
+        const url = urls();
+        const start = process.hrtime.bigint();
+        const res = await server.inject({ url, headers: bearer(token) });
+        const ms = Number(process.hrtime.bigint() - start) / 1e6;
+        if (res.statusCode !== 200) {
+            throw new Error(`${url}: ${res.statusCode} ${res.payload}`);
+        }
+        const body = res.result as { total: number; totalCapped?: boolean; items: unknown[] };
+        if (i >= WARMUP) {
+            samples.push(ms);
+        }
+        total = `${body.total}${body.totalCapped ? '+' : ''}`;
+    }
+    samples.sort((a, b) => a - b);
+    return { p50: percentile(samples, 50), p95: percentile(samples, 95), total };
+};
+
+/** EXPLAIN QUERY PLAN (SQLite) or EXPLAIN ANALYZE (PostgreSQL) of a built statement, as text lines. */
+const explain = async (knex: Knex, dialect: DialectName, builder: Knex.QueryBuilder): Promise<string[]> => {
+    const { sql, bindings } = builder.toSQL();
+    const result = await knex.raw(`${dialect === 'postgres' ? 'explain (analyze, costs off, timing on, summary on)' : 'explain query plan'} ${sql}`, bindings as Knex.RawBinding[]);
+    const rows = (Array.isArray(result) ? result : result.rows) as Array<Record<string, unknown>>;
+    return rows.map((row) => (dialect === 'postgres' ? String(Object.values(row)[0]) : `${String(row.detail)}`));
+};
+
+const pick = <T>(values: T[]): T => values[Math.floor(Math.random() * values.length)]!;
+
+/**
+ * GET /api/session over 1,000,000 sessions of one tenant, on a fresh SQLite file and a fresh PostgreSQL database,
+ * through a server built in-process (production settings: no response validation) and `server.inject`: p50/p95 of
+ * 200 requests per query, after 10 warm-up requests. Prints the query plans of the two target queries.
+ * HALLMARK_BENCH_SESSIONS=<n> changes the size.
+ */
+export const benchSessions = async (): Promise<void> => {
+    const rows: Array<Record<string, string | number>> = [];
+    for (const dialect of ['sqlite', 'postgres'] as DialectName[]) {
+        const plans: string[] = [];
+        const database = await createTestDatabase(dialect);
+        const config = loadConfig(testEnv(database, { NODE_ENV: 'production' }));
+        const server = await createServer(manifest, config, { logger: Pino({ level: 'silent' }) });
+        try {
+            await server.initialize();
+            const root = await rootToken(server);
+            await createTenant(server, root, TENANT);
+            const token = (await clientWithToken(server, root, { clientId: 'bench-admin', roles: ['tenant:admin'], tenantId: TENANT })).token;
+            const knex = server.db.knex;
+
+            const seeding = Date.now();
+            await seedSessions(knex, dialect, SESSIONS);
+            const seconds = (Date.now() - seeding) / 1000;
+            process.stdout.write(`${dialect}: ${SESSIONS} sessions inserted in ${seconds.toFixed(1)} s\n`);
+
+            const ids = (await knex('sessions').select('id').where('tenantId', TENANT).orderBy('createdAt').offset(Math.floor(SESSIONS / 2)).limit(REQUESTS)).map((r) => r.id as string);
+            const reference = () => `order-${Math.floor(Math.random() * (SESSIONS / 2))}`;
+            const issuance = () => Math.floor(Math.random() * (SESSIONS / 4)) * 4;
+            const targets: Array<{ name: string; url: () => string; query?: () => Partial<SessionListQuery> }> = [
+                { name: 'status=active&type=issuance&sortBy=updatedAt&pageSize=25', url: () => '/api/session?status=active&type=issuance&sortBy=updatedAt&pageSize=25', query: () => ({ status: ['active'], type: 'issuance', sortBy: 'updatedAt' }) },
+                { name: 'q=<reference>', url: () => `/api/session?q=${reference()}`, query: () => ({ q: reference() }) },
+                { name: '(no filter)', url: () => '/api/session', query: () => ({}) },
+                { name: 'q=<8-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 8)}`, query: () => ({ q: pick(ids).slice(0, 8) }) },
+                { name: 'q=<pasted offer link, by reference>', url: () => `/api/session?q=${encodeURIComponent(`openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`http://hallmark.test/issuers/${TENANT}/vci/credential-offers/of-${issuance()}`)}`)}` },
+                { name: 'q=<pre-authorized code> (no match)', url: () => `/api/session?q=${sha256Hex(String(Math.random()))}` },
+                { name: 'status=failed&status=expired&sortBy=createdAt&sortOrder=asc', url: () => '/api/session?status=failed&status=expired&sortBy=createdAt&sortOrder=asc' },
+                { name: 'requestId=pc-3&status=completed', url: () => '/api/session?requestId=pc-3&status=completed' },
+                { name: 'failureCode=access_denied', url: () => '/api/session?failureCode=access_denied', query: () => ({ failureCode: 'access_denied' }) },
+                { name: 'credentialConfigurationId=mdl', url: () => '/api/session?credentialConfigurationId=mdl' },
+                { name: 'createdFrom/createdTo (one day)', url: () => '/api/session?createdFrom=2026-12-01T00:00:00Z&createdTo=2026-12-02T00:00:00Z' },
+                { name: 'id=<4-character prefix>&status=completed', url: () => `/api/session?id=${pick(ids).slice(0, 4)}&status=completed` },
+                { name: 'q=<1-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 1)}` },
+                { name: 'sortBy=id&sortOrder=asc', url: () => '/api/session?sortBy=id&sortOrder=asc' },
+                { name: 'status=active&type=issuance, page 100', url: () => '/api/session?status=active&type=issuance&page=100' }
+            ];
+            for (const target of targets) {
+                const result = await time(server, token, target.url);
+                rows.push({ dialect, query: target.name, total: result.total, 'p50 ms': result.p50, 'p95 ms': result.p95 });
+            }
+
+            const search = new SessionSearch(server.db);
+            for (const target of targets.filter((t) => t.query)) {
+                const query = { page: 1, pageSize: 25, ...target.query!() } as SessionListQuery;
+                const built = search.builders(TENANT, ['issuance', 'presentation'], query, await search.plan(TENANT, query));
+                plans.push(`\n${dialect}: ${target.name}: page`, ...(await explain(knex, dialect, built.page)).map((l) => `  ${l}`));
+                plans.push(`${dialect}: ${target.name}: count`, ...(await explain(knex, dialect, built.count)).map((l) => `  ${l}`));
+            }
+        }
+        finally {
+            await server.stop();
+            await database.drop();
+        }
+        process.stdout.write(`\nQuery plans (${dialect})${plans.join('\n')}\n`);
+        printTable(`${dialect}: GET /api/session over ${SESSIONS} sessions (p95 target: 50 ms)`, rows.filter((r) => r.dialect === dialect));
+    }
+    printTable(`GET /api/session over ${SESSIONS} sessions of one tenant, ${REQUESTS} requests each via server.inject (target: p95 < 50 ms)`, rows);
+};

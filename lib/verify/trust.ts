@@ -1,0 +1,168 @@
+import Crypto from 'node:crypto';
+import * as X509 from '@peculiar/x509';
+import { VerificationFailure } from './failures';
+
+/**
+ * X.509 trust for credential issuers (contract "Trust list"): a credential verifies when its x5c / x5chain ends in
+ * a certificate of a `pid-issuance` or `eaa-issuance` entry; it fails with trust_chain_not_trusted when it only
+ * chains to entries of another service type, and with no_trust_chain_to_root when it chains to none (also when
+ * there is no anchor at all: fail closed).
+ *
+ * Anchors are plain data (a PEM and the service type of the entry it came from), so entities configured inline,
+ * ETSI TS 119 612 lists or JWT lists of trusted entities fetched later all flatten into the same array. Whoever
+ * loads a remote list reports trust_list_unavailable itself when it cannot; this module never fetches anything.
+ */
+
+export type TrustServiceType = 'pid-issuance' | 'eaa-issuance' | 'wallet-provider' | 'other';
+
+export interface TrustAnchor {
+    /** PEM of a certificate of the trust list entry. */
+    certificate: string;
+    serviceType: TrustServiceType;
+}
+
+export interface TrustedChain {
+    /** The public key of the leaf (first x5c certificate), for the credential signature. */
+    leafPublicKey: Crypto.KeyObject;
+    /** The anchor the chain ends in (a pid-issuance or eaa-issuance entry). */
+    anchor: TrustAnchor;
+}
+
+/** Service types whose certificates may issue credentials. */
+export const ISSUANCE_SERVICE_TYPES: readonly TrustServiceType[] = ['pid-issuance', 'eaa-issuance'];
+
+/** Longer chains are refused (verification_error): no issuer PKI needs more, and each link costs a signature check. */
+export const MAX_CHAIN_LENGTH = 10;
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+const parseX5c = (entry: unknown, index: number): X509.X509Certificate => {
+    if (typeof entry !== 'string' || !entry.length || !BASE64.test(entry)) {
+        throw VerificationFailure.coded('verification_error', `x5c[${index}] is not base64`);
+    }
+    try {
+        return new X509.X509Certificate(Buffer.from(entry, 'base64'));
+    }
+    catch (error) {
+        throw VerificationFailure.coded('verification_error', `x5c[${index}] is not an X.509 certificate: ${(error as Error).message}`);
+    }
+};
+
+interface ParsedAnchor {
+    anchor: TrustAnchor;
+    certificate: X509.X509Certificate;
+    der: Buffer;
+}
+
+/** Unparsable anchors are skipped: they can only ever take trust away, never add it. */
+const parseAnchors = (anchors: TrustAnchor[]): ParsedAnchor[] => {
+    const parsed: ParsedAnchor[] = [];
+    for (const anchor of anchors ?? []) {
+        try {
+            const certificate = new X509.X509Certificate(anchor.certificate);
+            parsed.push({ anchor, certificate, der: Buffer.from(certificate.rawData) });
+        }
+        catch {
+            // a malformed trust list entry matches nothing
+        }
+    }
+    return parsed;
+};
+
+const isCa = (certificate: X509.X509Certificate): boolean =>
+    certificate.getExtension(X509.BasicConstraintsExtension)?.ca === true;
+
+/** `child` names `parent` as issuer, `parent` is a CA, and `parent`'s key verifies `child`'s signature. */
+const issuedBy = async (child: X509.X509Certificate, parent: X509.X509Certificate): Promise<boolean> => {
+    if (child.issuer !== parent.subject || !isCa(parent)) {
+        return false;
+    }
+    try {
+        return await child.verify({ publicKey: parent.publicKey, signatureOnly: true });
+    }
+    catch {
+        return false;
+    }
+};
+
+const withinValidity = (certificate: X509.X509Certificate, now: Date): boolean =>
+    certificate.notBefore.getTime() <= now.getTime() && now.getTime() <= certificate.notAfter.getTime();
+
+interface Path {
+    /** Index of the last chain certificate that is part of the path. */
+    end: number;
+    anchor: ParsedAnchor;
+}
+
+const describe = (certificate: X509.X509Certificate) => `subject "${certificate.subject}", issuer "${certificate.issuer}"`;
+
+/**
+ * Validates an x5c chain (base64 DER, leaf first) against trust anchors at `now`. Checks, in this order:
+ * - x5c absent or empty: x5c_missing; an entry that is not base64 DER X.509, or more than MAX_CHAIN_LENGTH
+ *   certificates: verification_error;
+ * - every certificate is issued (names, CA flag, signature) by the next one; a broken link: no_trust_chain_to_root;
+ * - a path ends at an anchor: a chain certificate equal to an anchor (same DER; also when the chain includes the
+ *   anchor or the anchor is the leaf itself), or a chain certificate issued by an anchor whose subject equals its
+ *   issuer; none (or no anchors at all): no_trust_chain_to_root. The shortest path to an issuance anchor wins;
+ * - the path only ends at wallet-provider / other anchors: trust_chain_not_trusted;
+ * - a certificate of the path, or the anchor, outside its validity period: certificate_expired.
+ * Trust is decided before validity, so an expired certificate of an untrusted issuer reports the trust failure.
+ */
+export const verifyCertificateChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor[], now: Date): Promise<TrustedChain> => {
+    if (!Array.isArray(x5c) || !x5c.length) {
+        throw VerificationFailure.coded('x5c_missing', 'no x5c certificate chain');
+    }
+    if (x5c.length > MAX_CHAIN_LENGTH) {
+        throw VerificationFailure.coded('verification_error', `x5c has ${x5c.length} certificates (at most ${MAX_CHAIN_LENGTH})`);
+    }
+    const chain = x5c.map(parseX5c);
+    for (let i = 0; i + 1 < chain.length; i++) {
+        if (!(await issuedBy(chain[i]!, chain[i + 1]!))) {
+            throw VerificationFailure.coded('no_trust_chain_to_root', `x5c[${i}] is not issued by x5c[${i + 1}] (${describe(chain[i]!)})`);
+        }
+    }
+    const parsedAnchors = parseAnchors(anchors);
+    if (!parsedAnchors.length) {
+        throw VerificationFailure.coded('no_trust_chain_to_root', 'no trust anchors apply');
+    }
+
+    const paths: Path[] = [];
+    for (let end = 0; end < chain.length; end++) {
+        const certificate = chain[end]!;
+        const der = Buffer.from(certificate.rawData);
+        for (const anchor of parsedAnchors) {
+            if (anchor.der.equals(der)) {
+                paths.push({ end, anchor });
+            }
+            else if (await issuedBy(certificate, anchor.certificate)) {
+                paths.push({ end, anchor });
+            }
+        }
+    }
+    if (!paths.length) {
+        throw VerificationFailure.coded('no_trust_chain_to_root', `no path to a trust anchor (${describe(chain[chain.length - 1]!)})`);
+    }
+    const trusted = paths.filter((p) => ISSUANCE_SERVICE_TYPES.includes(p.anchor.anchor.serviceType));
+    if (!trusted.length) {
+        throw VerificationFailure.coded('trust_chain_not_trusted', `the chain ends at ${[...new Set(paths.map((p) => p.anchor.anchor.serviceType))].join(', ')} entries only`);
+    }
+
+    // Prefer a path whose certificates are all valid; the shortest first.
+    const ordered = trusted.sort((a, b) => a.end - b.end);
+    const valid = ordered.find((path) => chain.slice(0, path.end + 1).every((c) => withinValidity(c, now)) && withinValidity(path.anchor.certificate, now));
+    if (!valid) {
+        const path = ordered[0]!;
+        const expired = [...chain.slice(0, path.end + 1), path.anchor.certificate].find((c) => !withinValidity(c, now))!;
+        throw VerificationFailure.coded('certificate_expired', `certificate outside its validity period (${describe(expired)}, ${expired.notBefore.toISOString()} to ${expired.notAfter.toISOString()})`);
+    }
+
+    const leaf = chain[0]!;
+    let leafPublicKey: Crypto.KeyObject;
+    try {
+        leafPublicKey = Crypto.createPublicKey({ key: Buffer.from(leaf.publicKey.rawData), format: 'der', type: 'spki' });
+    }
+    catch (error) {
+        throw VerificationFailure.coded('verification_error', `unusable leaf public key: ${(error as Error).message}`);
+    }
+    return { leafPublicKey, anchor: valid.anchor.anchor };
+};

@@ -1,0 +1,198 @@
+import Crypto from 'node:crypto';
+import * as Jose from 'jose';
+import Joi from 'joi';
+import type { Config } from '../../../lib/config';
+import type { Database } from '../../../lib/db/database';
+import { OAuthError, ValidationError } from '../../../lib/errors';
+import type { TenantContext } from '../../../lib/registry/kind';
+import type { Registry } from '../../../lib/registry/registry';
+import type { Session, SessionService } from '../../../lib/sessions/session-service';
+import type { KeyChain } from '../../../resources/key-chain';
+import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
+import { withTenantUrl, type PresentationConfig } from '../../../resources/presentation-config';
+import type { SigningService } from '../../kms/services/signing';
+
+export interface InlineWebhook {
+    url: string;
+    auth?: { type: 'none' } | { type: 'apiKey'; config: { headerName: string; value: string } };
+    includeRawTokensFor?: string[];
+}
+
+export interface PresentationRequest {
+    requestId: string;
+    response_type: 'uri' | 'dc-api' | 'iso-18013-7';
+    webhook?: InlineWebhook;
+    reference?: string;
+    transaction_data?: Array<Record<string, unknown>>;
+    redirectUri?: string;
+    skewSeconds?: number;
+    expected_origins?: string[];
+}
+
+export const presentationRequestSchema = Joi.object<PresentationRequest, true>({
+    requestId: Joi.string().max(128).required().description('The presentation configuration to use'),
+    response_type: Joi.string().valid('uri', 'dc-api', 'iso-18013-7').default('uri'),
+    webhook: Joi.object({
+        url: outboundUrlSchema.required(),
+        auth: outboundAuthSchema.default({ type: 'none' }),
+        includeRawTokensFor: Joi.array().items(Joi.string()).unique()
+    }).label('InlineWebhook'),
+    reference: Joi.string().max(255),
+    transaction_data: Joi.array().items(Joi.object({ type: Joi.string().required(), credential_ids: Joi.array().items(Joi.string()).min(1).required() }).unknown(true)).min(1),
+    redirectUri: Joi.string().max(2048).custom((value: string, helpers) => {
+        // {sessionId} is replaced when the wallet is sent there, so the URL is checked with it filled in.
+        try {
+            const url = new URL(value.replaceAll('{sessionId}', 'session'));
+            return ['http:', 'https:'].includes(url.protocol) ? value : helpers.error('string.uri');
+        }
+        catch {
+            return helpers.error('string.uri');
+        }
+    }).description('Same-device redirect target; {sessionId} is replaced by the session id'),
+    skewSeconds: Joi.number().integer().min(0).max(3600),
+    expected_origins: Joi.array().items(Joi.string().uri()).min(1)
+}).label('PresentationRequest');
+
+/** What a presentation session keeps (sealed): protocol values, the ephemeral decryption key, and later the result. */
+export interface PresentationData {
+    clientId: string;
+    responseUri: string;
+    nonce: string;
+    dcqlQuery: PresentationConfig['dcql_query'];
+    transactionData?: string[];
+    encryptionKey: { privateJwk: Jose.JWK; publicJwk: Jose.JWK };
+    accessKeyChainId: string;
+    skewSeconds: number;
+    webhook?: InlineWebhook;
+    webhookEndpointId?: string;
+    redirectUri?: string;
+    walletNonceParam?: string;
+    result?: { outcome: Record<string, unknown>; credentials?: Array<Record<string, unknown>>; rawTokens?: Record<string, unknown[]> };
+}
+
+const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base64url');
+
+export const REQUEST_OBJECT_TYP = 'oauth-authz-req+jwt';
+
+export class PresentationRequests {
+    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; signing: SigningService }) {}
+
+    private ctx(tenantId: string): TenantContext {
+        return { tenantId, clientId: 'system:oid4vp', roles: [] };
+    }
+
+    /** The access key chain of a configuration: its own, else the tenant's only (or first) access chain. */
+    private async accessKeyChain(tenantId: string, config: PresentationConfig): Promise<string> {
+        if (config.accessKeyChainId) {
+            return config.accessKeyChainId;
+        }
+        const chains = await this.deps.registry.list<KeyChain>(this.deps.db, this.ctx(tenantId), 'KeyChain');
+        const access = chains.find((c) => c.spec.usageType === 'access');
+        if (!access) {
+            throw new ValidationError(`Presentation configuration ${config.id} has no accessKeyChainId and the tenant has no access key chain`);
+        }
+        return access.spec.id;
+    }
+
+    /** `x509_hash:` + base64url SHA-256 of the leaf certificate (DER) of the access key chain. */
+    async clientId(tenantId: string, keyChainId: string): Promise<string> {
+        const { x5c } = await this.deps.signing.material(tenantId, keyChainId);
+        return `x509_hash:${b64url(Crypto.createHash('sha256').update(Buffer.from(x5c[0]!, 'base64')).digest())}`;
+    }
+
+    async create(ctx: TenantContext & { tenantId: string }, request: PresentationRequest): Promise<{ session: string; uri: string; crossDeviceUri: string }> {
+        if (request.response_type !== 'uri') {
+            throw new ValidationError(`response_type ${request.response_type} is not available yet`, [{ path: 'response_type', message: 'only uri is supported in this deployment' }]);
+        }
+        const stored = await this.deps.registry.get<PresentationConfig>(this.deps.db, ctx, 'PresentationConfig', request.requestId);
+        if (!stored) {
+            throw new ValidationError(`Unknown presentation configuration ${request.requestId}`, [{ path: 'requestId', message: 'does not exist' }]);
+        }
+        const config = stored.spec;
+        const tenantUrl = `${this.deps.config.publicUrl}/issuers/${ctx.tenantId}`;
+        const dcqlQuery = withTenantUrl(config, tenantUrl);
+        const queryIds = new Set(dcqlQuery.credentials.map((c: { id: string }) => c.id));
+        const transactionData = request.transaction_data ?? config.transaction_data ?? undefined;
+        for (const entry of transactionData ?? []) {
+            const unknown = (entry.credential_ids as string[]).filter((id) => !queryIds.has(id));
+            if (unknown.length) {
+                throw new ValidationError(`transaction_data names unknown credential query ids ${unknown.join(', ')}`, [{ path: 'transaction_data', message: 'credential_ids must be ids of the DCQL query' }]);
+            }
+        }
+        for (const id of request.webhook?.includeRawTokensFor ?? []) {
+            if (!queryIds.has(id)) {
+                throw new ValidationError(`includeRawTokensFor names unknown credential query id ${id}`, [{ path: 'webhook.includeRawTokensFor', message: 'must be ids of the DCQL query' }]);
+            }
+        }
+        const accessKeyChainId = await this.accessKeyChain(ctx.tenantId, config);
+        const clientId = await this.clientId(ctx.tenantId, accessKeyChainId);
+        const walletNonce = Crypto.randomBytes(24).toString('base64url');
+        const responseUri = `${this.deps.config.publicUrl}/presentations/${walletNonce}/oid4vp`;
+        const { privateKey, publicKey } = await Jose.generateKeyPair('ECDH-ES', { crv: 'P-256', extractable: true });
+        const kid = Crypto.randomBytes(8).toString('base64url');
+        const data: PresentationData = {
+            clientId,
+            responseUri,
+            nonce: Crypto.randomBytes(24).toString('base64url'),
+            dcqlQuery,
+            ...(transactionData ? { transactionData: transactionData.map((t) => b64url(JSON.stringify(t))) } : {}),
+            encryptionKey: {
+                privateJwk: { ...await Jose.exportJWK(privateKey), kid },
+                publicJwk: { ...await Jose.exportJWK(publicKey), kid, use: 'enc', alg: 'ECDH-ES' }
+            },
+            accessKeyChainId,
+            skewSeconds: request.skewSeconds ?? config.skewSeconds ?? 60,
+            ...(request.webhook ? { webhook: request.webhook } : config.webhookEndpointId ? { webhookEndpointId: config.webhookEndpointId } : {}),
+            ...(request.redirectUri ?? config.redirectUri ? { redirectUri: request.redirectUri ?? config.redirectUri ?? undefined } : {})
+        };
+        const session = await this.deps.sessions.create({
+            tenantId: ctx.tenantId,
+            type: 'presentation',
+            requestId: config.id,
+            reference: request.reference ?? null,
+            walletNonce,
+            expiresAt: new Date(Date.now() + (config.lifeTime ?? 300) * 1000).toISOString(),
+            data: data as unknown as Record<string, unknown>
+        });
+        const requestUri = `${this.deps.config.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
+        const uri = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
+        return { session: session.id, uri, crossDeviceUri: `${uri}&request_uri_method=post` };
+    }
+
+    /** The signed request object (JAR); the first fetch moves the session from active to fetched. */
+    async requestObject(session: Session, walletNonceParam?: string): Promise<string> {
+        const data = session.data as unknown as PresentationData;
+        if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
+            throw new OAuthError(400, 'invalid_request', 'The presentation session has expired');
+        }
+        if (!['active', 'fetched'].includes(session.status)) {
+            throw new OAuthError(400, 'invalid_request', 'The presentation offer has already been used');
+        }
+        await this.deps.sessions.transition(session.id, ['active'], 'fetched');
+        const now = Math.floor(Date.now() / 1000);
+        const payload = {
+            iss: data.clientId,
+            aud: 'https://self-issued.me/v2',
+            client_id: data.clientId,
+            response_type: 'vp_token',
+            response_mode: 'direct_post.jwt',
+            response_uri: data.responseUri,
+            nonce: data.nonce,
+            state: session.walletNonce,
+            ...(walletNonceParam ? { wallet_nonce: walletNonceParam } : {}),
+            dcql_query: data.dcqlQuery,
+            ...(data.transactionData ? { transaction_data: data.transactionData } : {}),
+            client_metadata: {
+                jwks: { keys: [data.encryptionKey.publicJwk] },
+                encrypted_response_enc_values_supported: ['A128GCM', 'A256GCM'],
+                vp_formats_supported: {
+                    'dc+sd-jwt': { 'sd-jwt_alg_values': ['ES256'], 'kb-jwt_alg_values': ['ES256'] },
+                    mso_mdoc: { issuerauth_alg_values: [-7], deviceauth_alg_values: [-7] }
+                }
+            },
+            iat: now,
+            exp: now + 300
+        };
+        return this.deps.signing.jws(session.tenantId, data.accessKeyChainId, { header: { typ: REQUEST_OBJECT_TYP }, payload });
+    }
+}

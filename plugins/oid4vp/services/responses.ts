@@ -1,0 +1,256 @@
+import Crypto from 'node:crypto';
+import * as Jose from 'jose';
+import type { Config } from '../../../lib/config';
+import type { Database } from '../../../lib/db/database';
+import { OAuthError } from '../../../lib/errors';
+import type { Logger } from '../../../lib/logging';
+import type { Registry } from '../../../lib/registry/registry';
+import type { Session, SessionService } from '../../../lib/sessions/session-service';
+import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
+import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
+import { verifySdJwtPresentation } from '../../../lib/verify/sd-jwt-vc';
+import { deliverWebhook, type WebhookTarget } from '../../../lib/webhooks';
+import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
+import { matchDcql, type PresentedCredential } from './dcql';
+import type { PresentationData } from './requests';
+import type { TrustAnchors } from './trust-anchors';
+
+export interface WalletAnswer {
+    status: number;
+    body: Record<string, unknown>;
+}
+
+interface CredentialOutcome {
+    id: string;
+    format: string;
+    docType?: string;
+    verified: boolean;
+    error?: string;
+    message?: string;
+}
+
+/** A failure with the credential query it concerns, if any. */
+class PresentationFailure extends Error {
+    constructor(readonly code: FailureCode | undefined, message: string, readonly credential?: CredentialOutcome) {
+        super(message);
+    }
+}
+
+const EXPIRED = 'The presentation session has expired';
+const USED = 'The presentation offer has already been used';
+
+const b64urlSha256 = (value: string) => Crypto.createHash('sha256').update(value).digest('base64url');
+
+/**
+ * The response endpoint: decrypt, parse, verify every presentation, match the DCQL query, then record the outcome
+ * (spec 2.7 and 7.2), call the webhook and answer the wallet (7.3). One atomic claim of the session lets exactly one
+ * response be processed.
+ */
+export class PresentationResponses {
+    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
+
+    async receive(session: Session, form: Record<string, unknown>): Promise<WalletAnswer> {
+        const data = session.data as unknown as PresentationData;
+        if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
+            throw new OAuthError(400, 'invalid_request', EXPIRED);
+        }
+        if (!['active', 'fetched'].includes(session.status) || session.consumedAt) {
+            throw new OAuthError(400, 'invalid_request', USED);
+        }
+        const payload = await this.payload(data, form);
+        if (payload.state !== undefined && payload.state !== session.walletNonce) {
+            throw new OAuthError(400, 'invalid_request', 'state does not belong to this presentation request');
+        }
+        // The claim: the first response to get here is the one processed.
+        const claimedAt = new Date().toISOString();
+        if (!(await this.deps.sessions.update(session.id, { consumedAt: claimedAt }, { status: ['active', 'fetched'], isNull: ['consumedAt'] }))) {
+            throw new OAuthError(400, 'invalid_request', USED);
+        }
+        if (typeof payload.error === 'string') {
+            return this.walletError(session, data, payload.error, typeof payload.error_description === 'string' ? payload.error_description : '');
+        }
+        try {
+            const presented = await this.verify(session, data, payload.vp_token);
+            return await this.succeed(session, data, presented);
+        }
+        catch (err) {
+            const failure = err instanceof PresentationFailure ? err
+                : err instanceof VerificationFailure ? new PresentationFailure(err.code, err.message)
+                    : new PresentationFailure('verification_error', FAILURE_MESSAGES.verification_error);
+            if (!(err instanceof PresentationFailure) && !(err instanceof VerificationFailure)) {
+                this.deps.log.warn({ err: (err as Error).message, sessionId: session.id }, 'presentation verification error');
+            }
+            return this.fail(session, data, failure);
+        }
+    }
+
+    /**
+     * direct_post.jwt: the JWE in `response`. The request asks for an encrypted response (HAIP), so a plain vp_token
+     * is refused; a plain error response is taken (spec 7.2: wallets may decline with form parameters).
+     */
+    private async payload(data: PresentationData, form: Record<string, unknown>): Promise<Record<string, unknown>> {
+        if (typeof form.response !== 'string') {
+            if (typeof form.error === 'string') {
+                return form;
+            }
+            throw new OAuthError(400, 'invalid_request', 'The response must be encrypted (response_mode direct_post.jwt)');
+        }
+        try {
+            const key = await Jose.importJWK(data.encryptionKey.privateJwk, 'ECDH-ES');
+            const { plaintext, protectedHeader } = await Jose.compactDecrypt(form.response, key, { keyManagementAlgorithms: ['ECDH-ES'], contentEncryptionAlgorithms: ['A128GCM', 'A256GCM'] });
+            if (protectedHeader.kid && protectedHeader.kid !== data.encryptionKey.privateJwk.kid) {
+                throw new Error('kid');
+            }
+            return JSON.parse(Buffer.from(plaintext).toString('utf8'));
+        }
+        catch {
+            throw new OAuthError(400, 'invalid_request', 'The encrypted response could not be decrypted');
+        }
+    }
+
+    private async verify(session: Session, data: PresentationData, vpToken: unknown): Promise<PresentedCredential[]> {
+        if (!vpToken || typeof vpToken !== 'object' || Array.isArray(vpToken)) {
+            throw new PresentationFailure(undefined, 'Presentation validation failed: vp_token must be an object keyed by credential query id');
+        }
+        const now = new Date();
+        const jwkThumbprint = Buffer.from(await Jose.calculateJwkThumbprint(data.encryptionKey.publicJwk), 'base64url');
+        const presented: PresentedCredential[] = [];
+        for (const [queryId, value] of Object.entries(vpToken as Record<string, unknown>)) {
+            const query = data.dcqlQuery.credentials.find((c: { id: string }) => c.id === queryId);
+            if (!query) {
+                throw new PresentationFailure(undefined, `Presentation validation failed: vp_token names unknown credential query ${queryId}`);
+            }
+            const tokens = Array.isArray(value) ? value : [value];
+            if (!tokens.length || tokens.some((t) => typeof t !== 'string')) {
+                throw new PresentationFailure(undefined, `Presentation validation failed: presentations of ${queryId} must be strings`);
+            }
+            if (tokens.length > 1 && !query.multiple) {
+                throw new PresentationFailure(undefined, `Presentation validation failed: several presentations for ${queryId}, which does not allow multiple`);
+            }
+            const anchors = await this.deps.trust.forQuery(session.tenantId, query.trusted_authorities);
+            const docType = query.format === 'mso_mdoc' ? query.meta.doctype_value : undefined;
+            const outcome = (error?: VerificationFailure): CredentialOutcome => ({ id: queryId, format: query.format, ...(docType ? { docType } : {}), verified: !error, ...(error ? { error: error.code, message: error.message } : {}) });
+            for (const token of tokens as string[]) {
+                try {
+                    if (query.format === 'mso_mdoc') {
+                        const documents = await verifyMdocPresentation({ deviceResponse: token, clientId: data.clientId, nonce: data.nonce, responseUri: data.responseUri, jwkThumbprint, now, skewSeconds: data.skewSeconds, anchors });
+                        for (const document of documents) {
+                            presented.push({ queryId, format: 'mso_mdoc', docType: document.docType, claims: document.claims, raw: token });
+                        }
+                    }
+                    else {
+                        const hashes = data.transactionData
+                            ?.filter((t) => (JSON.parse(Buffer.from(t, 'base64url').toString('utf8')).credential_ids as string[]).includes(queryId))
+                            .map(b64urlSha256);
+                        const result = await verifySdJwtPresentation({ presentation: token, clientId: data.clientId, nonce: data.nonce, now, skewSeconds: data.skewSeconds, anchors, ...(hashes?.length ? { transactionDataHashes: hashes } : {}) });
+                        presented.push({ queryId, format: 'dc+sd-jwt', vct: result.vct, claims: result.claims, raw: token });
+                    }
+                }
+                catch (err) {
+                    if (err instanceof VerificationFailure) {
+                        this.deps.log.info({ sessionId: session.id, credentialQuery: queryId, code: err.code, detail: err.detail }, 'presentation did not verify');
+                        throw new PresentationFailure(err.code, err.message, outcome(err));
+                    }
+                    throw err;
+                }
+            }
+        }
+        const match = matchDcql(data.dcqlQuery, presented);
+        if (!match.ok) {
+            throw new PresentationFailure(match.code, match.message);
+        }
+        return presented;
+    }
+
+    private async succeed(session: Session, data: PresentationData, presented: PresentedCredential[]): Promise<WalletAnswer> {
+        const responseCode = Crypto.randomBytes(24).toString('base64url');
+        const queryIds = [...new Set(presented.map((p) => p.queryId))];
+        const credentials = queryIds.map((id) => ({ id, values: presented.filter((p) => p.queryId === id).map((p) => p.claims) }));
+        const outcome = {
+            result: 'success',
+            credentials: queryIds.map((id) => {
+                const first = presented.find((p) => p.queryId === id)!;
+                return { id, format: first.format, ...(first.docType ? { docType: first.docType } : {}), verified: true };
+            })
+        };
+        const rawTokens = Object.fromEntries(queryIds.map((id) => [id, presented.filter((p) => p.queryId === id).map((p) => p.raw)]));
+        await this.deps.sessions.mutateData<PresentationData>(session.id, (current) => ({ ...current, result: { outcome, credentials } }), { status: 'completed', responseCode });
+        const webhookBody = {
+            status: 'completed',
+            outcome,
+            credentials: credentials.map((c) => {
+                const raw = data.webhook?.includeRawTokensFor?.includes(c.id) ? { rawToken: rawTokens[c.id]!.length === 1 ? rawTokens[c.id]![0] : rawTokens[c.id] } : {};
+                return { ...c, values: c.values.map(stripBindingClaims), ...raw };
+            }),
+            session: session.id,
+            ...(data.transactionData ? { transaction_data: data.transactionData } : {}),
+            ...(session.reference ? { reference: session.reference } : {})
+        };
+        const redirect = await this.notify(session, data, webhookBody);
+        const target = redirect ?? data.redirectUri;
+        return { status: 200, body: target ? { redirect_uri: this.withParams(target, session.id, { response_code: responseCode }) } : {} };
+    }
+
+    private async fail(session: Session, data: PresentationData, failure: PresentationFailure): Promise<WalletAnswer> {
+        const outcome = {
+            result: 'failed',
+            ...(failure.code ? { error: failure.code } : {}),
+            message: failure.message,
+            ...(failure.credential ? { credentials: [failure.credential] } : {})
+        };
+        await this.deps.sessions.mutateData<PresentationData>(session.id, (current) => ({ ...current, result: { outcome } }), {
+            status: 'failed', failureCode: failure.code ?? null, errorReason: failure.message.slice(0, 1000), consumedAt: null
+        });
+        const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });
+        const target = redirect ?? data.redirectUri;
+        const body: Record<string, unknown> = { error: 'invalid_request', error_description: failure.message };
+        if (target) {
+            body.redirect_uri = this.withParams(target, session.id, { error: 'invalid_request', error_description: failure.message });
+        }
+        return { status: 400, body };
+    }
+
+    private async walletError(session: Session, data: PresentationData, error: string, description: string): Promise<WalletAnswer> {
+        const message = `Wallet error: ${error}: ${description}`;
+        const outcome = { result: 'failed', error, message };
+        await this.deps.sessions.mutateData<PresentationData>(session.id, (current) => ({ ...current, result: { outcome } }), {
+            status: 'failed', failureCode: error.slice(0, 64), errorReason: message.slice(0, 1000), consumedAt: null
+        });
+        const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });
+        const target = redirect ?? data.redirectUri;
+        return { status: 200, body: target ? { redirect_uri: this.withParams(target, session.id, { error, error_description: description }) } : {} };
+    }
+
+    /** Spec 6.2/6.3: one attempt; failures are logged and change nothing; a `{redirectUri}` answer overrides the redirect. */
+    private async notify(session: Session, data: PresentationData, body: object): Promise<string | undefined> {
+        let target: WebhookTarget | undefined = data.webhook;
+        if (!target && data.webhookEndpointId) {
+            const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, { tenantId: session.tenantId, clientId: 'system:oid4vp', roles: [] }, 'WebhookEndpoint', data.webhookEndpointId);
+            if (!endpoint) {
+                this.deps.log.warn({ webhookEndpointId: data.webhookEndpointId, sessionId: session.id }, 'webhook endpoint does not exist; no presentation webhook sent');
+                return undefined;
+            }
+            target = { url: endpoint.spec.url, auth: endpoint.spec.auth };
+        }
+        if (!target) {
+            return undefined;
+        }
+        const result = await deliverWebhook(this.deps.config.outbound, target, body, this.deps.log);
+        const answer = result.body as { redirectUri?: unknown } | undefined;
+        return result.delivered && typeof answer?.redirectUri === 'string' ? answer.redirectUri : undefined;
+    }
+
+    private withParams(target: string, sessionId: string, params: Record<string, string>): string {
+        const url = new URL(target.replaceAll('{sessionId}', encodeURIComponent(sessionId)));
+        for (const [key, value] of Object.entries(params)) {
+            url.searchParams.set(key, value);
+        }
+        return url.toString();
+    }
+}
+
+/** Webhook values leave out the holder binding and status claims (spec 6.2). */
+const stripBindingClaims = (claims: Record<string, unknown>): Record<string, unknown> => {
+    const { cnf: _cnf, status: _status, ...rest } = claims;
+    return rest;
+};

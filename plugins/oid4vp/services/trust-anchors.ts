@@ -1,0 +1,45 @@
+import type { Database } from '../../../lib/db/database';
+import type { Registry } from '../../../lib/registry/registry';
+import type { TrustAnchor } from '../../../lib/verify/trust';
+import type { TrustList } from '../../../resources/trust-list';
+
+interface TrustedAuthorityQuery {
+    type: string;
+    values: unknown[];
+}
+
+const derToPem = (base64: string) => `-----BEGIN CERTIFICATE-----\n${base64.replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----`;
+
+/**
+ * The trust anchors that apply to one credential query (contract "Trust list"): the lists its trusted_authorities
+ * name (by trustListId or url) and direct verifierX509Der anchors; when it names none, every trust list of the
+ * tenant. With none at all, the caller fails closed (no_trust_chain_to_root). Remote ETSI lists plug in here later:
+ * a list with a url contributes the anchors fetched from it.
+ */
+export class TrustAnchors {
+    constructor(private readonly deps: { db: Database; registry: Registry }) {}
+
+    async forQuery(tenantId: string, trustedAuthorities: TrustedAuthorityQuery[] | undefined): Promise<TrustAnchor[]> {
+        const lists = (await this.deps.registry.list<TrustList>(this.deps.db, { tenantId, clientId: 'system:oid4vp', roles: [] }, 'TrustList')).map((l) => l.spec);
+        const named = (trustedAuthorities ?? []).filter((a) => a.type === 'etsi_tl');
+        if (!named.length) {
+            return lists.flatMap(anchorsOf);
+        }
+        const anchors: TrustAnchor[] = [];
+        for (const authority of named) {
+            for (const value of authority.values as Array<{ trustListId?: string; url?: string; verifierX509Der?: string }>) {
+                if (value.verifierX509Der) {
+                    anchors.push({ certificate: derToPem(value.verifierX509Der), serviceType: 'pid-issuance' });
+                }
+                const list = lists.find((l) => (value.trustListId && l.id === value.trustListId) || (value.url && l.url === value.url));
+                if (list) {
+                    anchors.push(...anchorsOf(list));
+                }
+            }
+        }
+        return anchors;
+    }
+}
+
+const anchorsOf = (list: TrustList): TrustAnchor[] =>
+    (list.entities ?? []).flatMap((entity) => entity.certificates.map((certificate) => ({ certificate, serviceType: entity.serviceType })));

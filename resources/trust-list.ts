@@ -1,0 +1,87 @@
+import * as X509 from '@peculiar/x509';
+import Joi from 'joi';
+import type { ResourceKind } from '../lib/registry/kind';
+
+/*
+ * Trust list (contract "Resource bodies" → Trust list): the certificates a verifier trusts, given inline as entities
+ * and/or as the URL of an ETSI TS 119 612 trusted list (XML) or a JWT list of trusted entities. A credential verifies
+ * when its x5c chain ends in a certificate of a pid-issuance or eaa-issuance entry.
+ */
+
+export const TRUST_LIST_SERVICE_TYPES = ['pid-issuance', 'eaa-issuance', 'wallet-provider', 'other'] as const;
+export type TrustListServiceType = (typeof TRUST_LIST_SERVICE_TYPES)[number];
+
+export interface TrustListEntity {
+    name?: string;
+    serviceType: TrustListServiceType;
+    /** PEM certificates, at least one. */
+    certificates: string[];
+}
+
+export interface TrustList {
+    id: string;
+    description?: string | null;
+    entities?: TrustListEntity[];
+    /** http(s) URL of an ETSI TS 119 612 trusted list (XML) or a JWT list of trusted entities. */
+    url?: string;
+    /** PEM certificates that may sign the list at url. */
+    signerCertificates?: string[];
+}
+
+/** Exactly one PEM certificate block; whitespace inside the base64 body is allowed. */
+const PEM_CERTIFICATE = /^\s*-----BEGIN CERTIFICATE-----\s*[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----\s*$/;
+
+const NOT_A_CERTIFICATE = 'trustList.notCertificate';
+
+/** A PEM certificate that @peculiar/x509 can parse; the value is kept as given. */
+export const pemCertificateSchema = Joi.string().max(65536)
+    .pattern(PEM_CERTIFICATE, 'PEM certificate')
+    .custom((pem: string, helpers) => {
+        if (!PEM_CERTIFICATE.test(pem)) {
+            // Reported by the pattern.
+            return pem;
+        }
+        try {
+            new X509.X509Certificate(pem);
+            return pem;
+        }
+        catch {
+            return helpers.error(NOT_A_CERTIFICATE);
+        }
+    }, 'X.509 certificate')
+    .messages({
+        'string.pattern.name': '{{#label}} must be one PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)',
+        [NOT_A_CERTIFICATE]: '{{#label}} does not hold a parsable X.509 certificate'
+    })
+    .description('One X.509 certificate in PEM');
+
+export const trustListEntitySchema = Joi.object<TrustListEntity, true>({
+    name: Joi.string().min(1).max(255),
+    serviceType: Joi.string().valid(...TRUST_LIST_SERVICE_TYPES).required()
+        .description('pid-issuance and eaa-issuance entries make credentials verify; the others only identify a chain'),
+    certificates: Joi.array().items(pemCertificateSchema).min(1).required()
+}).label('TrustListEntity');
+
+const NO_SOURCE = 'trustList.noSource';
+
+export const trustListSchema = Joi.object<TrustList, true>({
+    id: Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, 'trust list id').required()
+        .description('Identifier within the tenant: letters, digits, _ . and -, up to 128 characters'),
+    description: Joi.string().max(2000).allow(null),
+    entities: Joi.array().items(trustListEntitySchema).description('Trusted entities and their certificates'),
+    url: Joi.string().uri({ scheme: ['http', 'https'] }).max(2048)
+        .description('An ETSI TS 119 612 trusted list (XML) or a JWT list of trusted entities'),
+    signerCertificates: Joi.array().items(pemCertificateSchema).description('Certificates that may sign the list at url')
+}).custom((list: TrustList, helpers) => (list.entities?.length || list.url ? list : helpers.error(NO_SOURCE)), 'entities or url')
+    .messages({ [NO_SOURCE]: '{{#label}} needs at least one entity or a url' })
+    .label('TrustList');
+
+export const trustListKind: ResourceKind<TrustList> = {
+    kind: 'TrustList',
+    file: 'TrustListConfigFile',
+    version: 1,
+    schema: trustListSchema,
+    dependsOn: ['Tenant'],
+    id: (spec) => spec.id,
+    location: { dir: 'trust-lists' }
+};

@@ -4,6 +4,7 @@ import { clientAuthenticationAnonymous, HashAlgorithm, type CallbackContext, typ
 import { Openid4vciClient, setGlobalConfig, type CredentialOfferObject, type IssuerMetadataResult, type NotificationEvent } from '@openid4vc/openid4vci';
 import { SDJwtVcInstance } from '@sd-jwt/sd-jwt-vc';
 import * as Jose from 'jose';
+import { newHolderKey as newBaseHolderKey, type HolderKey as BaseHolderKey } from './holder';
 
 /**
  * A small OpenID4VCI wallet for end-to-end tests, built on @openid4vc/openid4vci (the library real wallets use), with
@@ -14,17 +15,14 @@ import * as Jose from 'jose';
 // The service under test runs on http://127.0.0.1: the library accepts http URLs only when told so.
 setGlobalConfig({ allowInsecureUrls: true });
 
-export interface HolderKey {
-    privateKey: Jose.CryptoKey;
-    publicJwk: Jose.JWK;
+/** One key type for the issuing wallet and the presenting holder, so a received credential can be presented. */
+export interface HolderKey extends BaseHolderKey {
     thumbprint: string;
 }
 
 export const newHolderKey = async (): Promise<HolderKey> => {
-    const { privateKey, publicKey } = await Jose.generateKeyPair('ES256', { extractable: true });
-    const { kty, crv, x, y } = await Jose.exportJWK(publicKey);
-    const publicJwk = { kty: kty!, crv: crv!, x: x!, y: y! };
-    return { privateKey, publicJwk, thumbprint: await Jose.calculateJwkThumbprint(publicJwk) };
+    const key = await newBaseHolderKey();
+    return { ...key, thumbprint: await Jose.calculateJwkThumbprint(key.publicJwk) };
 };
 
 export interface RecordedExchange {

@@ -1,5 +1,6 @@
 import { benchAuth } from './auth';
 import { benchIssuance } from './issuance';
+import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
 import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
@@ -10,6 +11,7 @@ const benches: Record<string, () => Promise<void>> = {
     auth: benchAuth,
     kms: benchKms,
     issuance: benchIssuance,
+    presentation: benchPresentation,
     sessions: benchSessions
 };
 

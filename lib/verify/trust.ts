@@ -108,7 +108,34 @@ const describe = (certificate: X509.X509Certificate) => `subject "${certificate.
  * - a certificate of the path, or the anchor, outside its validity period: certificate_expired.
  * Trust is decided before validity, so an expired certificate of an untrusted issuer reports the trust failure.
  */
+const CACHE_TTL_MS = 60_000;
+const CACHE_MAX = 1000;
+const verifiedChains = new Map<string, { chain: TrustedChain; from: number; until: number }>();
+
+/**
+ * Chain building parses certificates and checks signatures: costlier than the credential check itself, and the same
+ * few issuer chains come again and again. A successful result is kept for a minute, or until the first certificate
+ * involved expires, keyed by the exact chain and anchors. Failures are never cached.
+ */
 export const verifyCertificateChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor[], now: Date): Promise<TrustedChain> => {
+    const key = Array.isArray(x5c) && x5c.length
+        ? Crypto.createHash('sha256').update(JSON.stringify([x5c, anchors.map((a) => [a.serviceType, a.certificate]).sort()])).digest('base64url')
+        : undefined;
+    const cached = key ? verifiedChains.get(key) : undefined;
+    if (cached && cached.from <= now.getTime() && now.getTime() < cached.until) {
+        return cached.chain;
+    }
+    const chain = await buildChain(x5c, anchors, now);
+    if (key) {
+        if (verifiedChains.size >= CACHE_MAX) {
+            verifiedChains.delete(verifiedChains.keys().next().value as string);
+        }
+        verifiedChains.set(key, { chain: { leafPublicKey: chain.leafPublicKey, anchor: chain.anchor }, from: now.getTime(), until: Math.min(now.getTime() + CACHE_TTL_MS, chain.validUntil) });
+    }
+    return { leafPublicKey: chain.leafPublicKey, anchor: chain.anchor };
+};
+
+const buildChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor[], now: Date): Promise<TrustedChain & { validUntil: number }> => {
     if (!Array.isArray(x5c) || !x5c.length) {
         throw VerificationFailure.coded('x5c_missing', 'no x5c certificate chain');
     }
@@ -164,5 +191,6 @@ export const verifyCertificateChain = async (x5c: string[] | undefined | null, a
     catch (error) {
         throw VerificationFailure.coded('verification_error', `unusable leaf public key: ${(error as Error).message}`);
     }
-    return { leafPublicKey, anchor: valid.anchor.anchor };
+    const involved = [...chain.slice(0, valid.end + 1), valid.anchor.certificate];
+    return { leafPublicKey, anchor: valid.anchor.anchor, validUntil: Math.min(...involved.map((c) => c.notAfter.getTime())) };
 };

@@ -111,7 +111,8 @@ const pick = <T>(values: T[]): T => values[Math.floor(Math.random() * values.len
 /**
  * GET /api/session over 1,000,000 sessions of one tenant, on a fresh SQLite file and a fresh PostgreSQL database,
  * through a server built in-process (production settings: no response validation) and `server.inject`: p50/p95 of
- * 200 requests per query, after 10 warm-up requests. Prints the query plans of the two target queries.
+ * 200 requests per query, after 10 warm-up requests. Prints the query plans (EXPLAIN QUERY PLAN / EXPLAIN ANALYZE)
+ * of the target queries and of the time-range and short-prefix cases.
  * HALLMARK_BENCH_SESSIONS=<n> changes the size.
  */
 export const benchSessions = async (): Promise<void> => {
@@ -126,6 +127,7 @@ export const benchSessions = async (): Promise<void> => {
             const root = await rootToken(server);
             await createTenant(server, root, TENANT);
             const token = (await clientWithToken(server, root, { clientId: 'bench-admin', roles: ['tenant:admin'], tenantId: TENANT })).token;
+            const verifier = (await clientWithToken(server, root, { clientId: 'bench-verifier', roles: ['presentation:request'], tenantId: TENANT })).token;
             const knex = server.db.knex;
 
             const seeding = Date.now();
@@ -136,32 +138,38 @@ export const benchSessions = async (): Promise<void> => {
             const ids = (await knex('sessions').select('id').where('tenantId', TENANT).orderBy('createdAt').offset(Math.floor(SESSIONS / 2)).limit(REQUESTS)).map((r) => r.id as string);
             const reference = () => `order-${Math.floor(Math.random() * (SESSIONS / 2))}`;
             const issuance = () => Math.floor(Math.random() * (SESSIONS / 4)) * 4;
-            const targets: Array<{ name: string; url: () => string; query?: () => Partial<SessionListQuery> }> = [
+            const targets: Array<{ name: string; url: () => string; query?: () => Partial<SessionListQuery>; as?: string }> = [
                 { name: 'status=active&type=issuance&sortBy=updatedAt&pageSize=25', url: () => '/api/session?status=active&type=issuance&sortBy=updatedAt&pageSize=25', query: () => ({ status: ['active'], type: 'issuance', sortBy: 'updatedAt' }) },
                 { name: 'q=<reference>', url: () => `/api/session?q=${reference()}`, query: () => ({ q: reference() }) },
-                { name: '(no filter)', url: () => '/api/session', query: () => ({}) },
-                { name: 'q=<8-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 8)}`, query: () => ({ q: pick(ids).slice(0, 8) }) },
+                { name: '(no filter)', url: () => '/api/session' },
+                { name: 'q=<8-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 8)}` },
                 { name: 'q=<pasted offer link, by reference>', url: () => `/api/session?q=${encodeURIComponent(`openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`http://hallmark.test/issuers/${TENANT}/vci/credential-offers/of-${issuance()}`)}`)}` },
                 { name: 'q=<pre-authorized code> (no match)', url: () => `/api/session?q=${sha256Hex(String(Math.random()))}` },
                 { name: 'status=failed&status=expired&sortBy=createdAt&sortOrder=asc', url: () => '/api/session?status=failed&status=expired&sortBy=createdAt&sortOrder=asc' },
                 { name: 'requestId=pc-3&status=completed', url: () => '/api/session?requestId=pc-3&status=completed' },
-                { name: 'failureCode=access_denied', url: () => '/api/session?failureCode=access_denied', query: () => ({ failureCode: 'access_denied' }) },
+                { name: 'failureCode=access_denied', url: () => '/api/session?failureCode=access_denied' },
                 { name: 'credentialConfigurationId=mdl', url: () => '/api/session?credentialConfigurationId=mdl' },
-                { name: 'createdFrom/createdTo (one day)', url: () => '/api/session?createdFrom=2026-12-01T00:00:00Z&createdTo=2026-12-02T00:00:00Z' },
+                { name: 'createdFrom/createdTo (one day, 11,000 sessions)', url: () => '/api/session?createdFrom=2026-12-01T00:00:00Z&createdTo=2026-12-02T00:00:00Z', query: () => ({ createdFrom: '2026-12-01T00:00:00.000Z', createdTo: '2026-12-02T00:00:00.000Z' }) },
+                { name: 'createdFrom/createdTo (one hour, 460 sessions)', url: () => '/api/session?createdFrom=2026-12-01T00:00:00Z&createdTo=2026-12-01T01:00:00Z', query: () => ({ createdFrom: '2026-12-01T00:00:00.000Z', createdTo: '2026-12-01T01:00:00.000Z' }) },
+                { name: 'createdFrom/createdTo (one week, 78,000 sessions)', url: () => '/api/session?createdFrom=2026-12-01T00:00:00Z&createdTo=2026-12-08T00:00:00Z' },
+                { name: 'createdTo (the first 30 days, 333,000 sessions)', url: () => '/api/session?createdTo=2026-12-01T00:00:00Z' },
+                { name: 'createdFrom (the last 30 days)', url: () => '/api/session?createdFrom=2026-12-31T00:00:00Z' },
+                { name: 'updatedFrom/updatedTo (one day)&sortBy=createdAt', url: () => '/api/session?updatedFrom=2026-12-01T00:00:00Z&updatedTo=2026-12-02T00:00:00Z&sortBy=createdAt' },
                 { name: 'id=<4-character prefix>&status=completed', url: () => `/api/session?id=${pick(ids).slice(0, 4)}&status=completed` },
-                { name: 'q=<1-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 1)}` },
+                { name: 'q=<1-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 1)}`, query: () => ({ q: 'a' }) },
                 { name: 'sortBy=id&sortOrder=asc', url: () => '/api/session?sortBy=id&sortOrder=asc' },
-                { name: 'status=active&type=issuance, page 100', url: () => '/api/session?status=active&type=issuance&page=100' }
+                { name: 'status=active&type=issuance, page 100', url: () => '/api/session?status=active&type=issuance&page=100' },
+                { name: '(presentation:request client) status=failed', url: () => '/api/session?status=failed', as: verifier }
             ];
             for (const target of targets) {
-                const result = await time(server, token, target.url);
+                const result = await time(server, target.as ?? token, target.url);
                 rows.push({ dialect, query: target.name, total: result.total, 'p50 ms': result.p50, 'p95 ms': result.p95 });
             }
 
             const search = new SessionSearch(server.db);
             for (const target of targets.filter((t) => t.query)) {
                 const query = { page: 1, pageSize: 25, ...target.query!() } as SessionListQuery;
-                const built = search.builders(TENANT, ['issuance', 'presentation'], query, await search.plan(TENANT, query));
+                const built = search.builders(TENANT, ['issuance', 'presentation'], query, await search.plan(TENANT, ['issuance', 'presentation'], query));
                 plans.push(`\n${dialect}: ${target.name}: page`, ...(await explain(knex, dialect, built.page)).map((l) => `  ${l}`));
                 plans.push(`${dialect}: ${target.name}: count`, ...(await explain(knex, dialect, built.count)).map((l) => `  ${l}`));
             }

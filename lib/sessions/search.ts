@@ -9,7 +9,8 @@ import { sha256Hex, type Session } from './session-service';
  * Every query is limited to one tenant and to the session types the caller may see. Filters are AND-combined; `q`
  * is one OR group over the handles a caller may hold (session id or its start, walletNonce, pre-authorized code,
  * reference, offer id) plus what a pasted credential offer link or OpenID4VP request link resolves to. Each handle
- * is matched through an index (see migrations/20261125_0006_session_search.ts), never by scanning.
+ * has an index (see migrations/20261125_0006_session_search.ts); how a query uses them is decided by plan() (see
+ * ListPlan), because neither database's planner can be left to choose alone.
  *
  * Ordering: the sort key, then `updated_at`, then `id`, all in the requested direction, so pages are stable
  * even when timestamps are equal. `sortBy=id` orders by the bytes of the id (binary collation on both dialects).
@@ -179,17 +180,58 @@ const ts = (value: string): string => new Date(value).toISOString();
 const iso = (value: unknown): string | null => (value instanceof Date ? value.toISOString() : value === null || value === undefined ? null : String(value));
 
 /**
- * How a list query finds its rows when it has handles (`q`, `id`). `lookup`: the handles match few sessions, so those
- * are fetched by id and sorted; `scan`: they match many (a short id prefix), so the list index is walked in order and
- * each row tested against the handle set.
+ * How a list query runs, decided by plan() from a few cheap probes (index-only counts with a small limit). The
+ * planners cannot see what these decisions rest on: SQLite keeps no statistics (the service never runs ANALYZE), so
+ * it takes every `tenant_id = ?` for selective; PostgreSQL assumes filters are independent of the sort order, which
+ * a time range is not (a session is updated soon after it is created).
+ *
+ * handles (`q`, `id`): `lookup-q` / `lookup-id` when that handle set matches fewer than lookupLimit sessions: those
+ * are fetched through the primary key and sorted, and no other condition may use an index. `scan` when it matches
+ * more (a short id prefix): the sort-order index is walked and each row tested against the handles.
+ *
+ * drive: a time range outside the sort key that holds fewer than rangeLimit sessions (or that does not reach the
+ * start of the sort order, see walkProbe): its index is read and the
+ * matches sorted (SQLite: INDEXED BY; PostgreSQL: an ORDER BY no index can serve). rowOnly: time ranges that hold
+ * more, tested on the rows while the sort-order index is walked (SQLite only; PostgreSQL estimates those well).
  */
-export type HandlePlan = { kind: 'lookup'; driver: 'q' | 'id' } | { kind: 'scan' };
+export interface ListPlan {
+    handles?: 'lookup-q' | 'lookup-id' | 'scan';
+    drive?: 'created' | 'updated';
+    rowOnly: Array<'created' | 'updated'>;
+}
 
-/** At most this many handle matches are sorted in memory; beyond it the list index is walked in order instead. */
-export const LOOKUP_LIMIT = 1000;
+/** The thresholds of plan() and of the count; tests lower them to drive every plan over small data. */
+export interface SearchLimits {
+    /** total is exact up to this many matching sessions. */
+    countCap: number;
+    /** At most this many handle matches are fetched by id and sorted; beyond it the sort-order index is walked. */
+    lookupLimit: number;
+    /**
+     * At most this many sessions of a time range are read from its index and sorted (about 5 ms on SQLite, 15 ms on
+     * PostgreSQL); beyond it the sort order is walked when the range reaches its start (see walkProbe).
+     */
+    rangeLimit: number;
+    /** Sessions read from the start of the sort order to see whether a wide time range reaches it. */
+    walkProbe: number;
+    /** A walk expected to read more sessions than this to fill the page loses to reading the range and sorting. */
+    walkBudget: number;
+}
+
+export const DEFAULT_LIMITS: SearchLimits = { countCap: COUNT_CAP, lookupLimit: 1000, rangeLimit: 20_000, walkProbe: 2000, walkBudget: 20_000 };
+
+/** The session types a query may return: the caller's, narrowed by `type` and by credentialConfigurationId (issuance). */
+const visible = (types: SessionType[], query: SessionListQuery): SessionType[] =>
+    types.filter((t) => (!query.type || t === query.type) && (query.credentialConfigurationId === undefined || t === 'issuance'));
+
+const RANGE_COLUMN = { created: 'created_at', updated: 'updated_at' } as const;
+const RANGE_INDEX = { created: 'sessions_list_created', updated: 'sessions_list_updated' } as const;
 
 export class SessionSearch {
-    constructor(private readonly db: Database) {}
+    private readonly limits: SearchLimits;
+
+    constructor(private readonly db: Database, limits: Partial<SearchLimits> = {}) {
+        this.limits = { ...DEFAULT_LIMITS, ...limits };
+    }
 
     private get pg(): boolean {
         return this.db.dialect === 'postgres';
@@ -199,13 +241,13 @@ export class SessionSearch {
         return this.db.ambient() ?? this.db.knex;
     }
 
-    /** `id` starts with `prefix`, as an index range on (tenant_id, id) in binary order. */
-    private idPrefix(qb: Knex.QueryBuilder, prefix: string): void {
-        const column = this.pg ? 'id collate "C"' : 'id';
-        qb.whereRaw(`${column} >= ?`, [prefix]);
+    /** `column` starts with `prefix`: a range in binary order (an index range on (tenant_id, id) for `id`). */
+    private prefix(qb: Knex.QueryBuilder, column: string, prefix: string): void {
+        const c = this.pg ? `${column} collate "C"` : column;
+        qb.whereRaw(`${c} >= ?`, [prefix]);
         const upper = prefixUpperBound(prefix);
         if (upper !== undefined) {
-            qb.whereRaw(`${column} < ?`, [upper]);
+            qb.whereRaw(`${c} < ?`, [upper]);
         }
     }
 
@@ -213,7 +255,7 @@ export class SessionSearch {
     private handleIds(tenantId: string, handles: SearchHandles): Knex.QueryBuilder {
         const knex = this.knex;
         const branch = () => knex('sessions').select('id').where('tenantId', tenantId);
-        const branches: Knex.QueryBuilder[] = handles.idPrefixes.map((prefix) => branch().where((w) => this.idPrefix(w, prefix)));
+        const branches: Knex.QueryBuilder[] = handles.idPrefixes.map((prefix) => branch().where((w) => this.prefix(w, 'id', prefix)));
         const equals = (column: string, values: string[]) => {
             if (values.length) {
                 branches.push(values.length === 1 ? branch().where(column, values[0]!) : branch().whereIn(column, values));
@@ -229,66 +271,132 @@ export class SessionSearch {
 
     /** Ids of the tenant's sessions whose id starts with `prefix`. */
     private prefixIds(tenantId: string, prefix: string): Knex.QueryBuilder {
-        return this.knex('sessions').select('id').where('tenantId', tenantId).where((w) => this.idPrefix(w, prefix));
+        return this.knex('sessions').select('id').where('tenantId', tenantId).where((w) => this.prefix(w, 'id', prefix));
+    }
+
+    /** The handles of `q` tested on the row, with expressions no index serves. */
+    private handleRow(qb: Knex.QueryBuilder, handles: SearchHandles): void {
+        qb.where((any) => {
+            for (const prefix of handles.idPrefixes) {
+                any.orWhere((w) => this.prefix(w, "(id || '')", prefix));
+            }
+            const equals = (column: string, values: string[]) => {
+                if (values.length) {
+                    any.orWhereRaw(`(${column} || '') in (${values.map(() => '?').join(', ')})`, values);
+                }
+            };
+            equals('reference', handles.references);
+            equals('wallet_nonce', handles.walletNonces);
+            equals('offer_id', handles.offerIds);
+            equals('code_hash', handles.codeHashes);
+        });
+    }
+
+    private async probe(builder: Knex.QueryBuilder, limit: number): Promise<number> {
+        const [row] = await this.knex.count({ n: '*' }).from(builder.limit(limit).as('probe'));
+        return Number((row as { n: number | string }).n);
+    }
+
+    /** Decides how a list query runs (see ListPlan): at most one probe per handle set and per time range. */
+    async plan(tenantId: string, types: SessionType[], query: SessionListQuery): Promise<ListPlan> {
+        const plan: ListPlan = { rowOnly: [] };
+        const q = query.q?.trim();
+        const handleSets: Array<['lookup-q' | 'lookup-id', Knex.QueryBuilder]> = [];
+        if (q) {
+            handleSets.push(['lookup-q', this.handleIds(tenantId, searchHandles(q))]);
+        }
+        if (query.id) {
+            handleSets.push(['lookup-id', this.prefixIds(tenantId, query.id)]);
+        }
+        let fewest = Infinity;
+        for (const [kind, ids] of handleSets) {
+            const n = await this.probe(ids, this.limits.lookupLimit);
+            if (n < fewest) {
+                fewest = n;
+                plan.handles = n < this.limits.lookupLimit ? kind : 'scan';
+            }
+        }
+        if (plan.handles === 'lookup-q' || plan.handles === 'lookup-id') {
+            return plan;
+        }
+
+        const sortKey = query.sortBy ?? 'updatedAt';
+        const ranges = ([
+            ['created', query.createdFrom, query.createdTo],
+            ['updated', query.updatedFrom, query.updatedTo]
+        ] as const).filter(([range, from, to]) => (from || to) && `${range}At` !== sortKey);
+        const inRange = (qb: Knex.QueryBuilder, range: 'created' | 'updated', from?: string, to?: string) => {
+            if (from) {
+                qb.where(`${range}At`, '>=', ts(from));
+            }
+            if (to) {
+                qb.where(`${range}At`, '<=', ts(to));
+            }
+            return qb;
+        };
+        let narrowest = Infinity;
+        for (const [range, from, to] of ranges) {
+            const n = await this.probe(inRange(this.knex('sessions').select(this.knex.raw('1')).where('tenantId', tenantId), range, from, to), this.limits.rangeLimit);
+            if (n < this.limits.rangeLimit && n < narrowest) {
+                narrowest = n;
+                plan.drive = range;
+            }
+        }
+        if (!plan.drive && ranges.length) {
+            // Many sessions in range: walking the sort order pays when the range reaches its start (a recent range).
+            // How many of the first walkProbe sessions in that order are in range tells.
+            const walk = this.knex('sessions').select('createdAt', 'updatedAt').where('tenantId', tenantId);
+            const wanted = visible(types, query);
+            if (wanted.length < ALL_TYPES.length) {
+                walk.where('type', wanted[0]!);
+            }
+            walk.orderByRaw(this.order(sortKey, query.sortOrder ?? 'desc', false)).limit(this.limits.walkProbe);
+            const counted = this.knex.count({ n: '*' }).from(walk.as('walk'));
+            for (const [range, from, to] of ranges) {
+                inRange(counted, range, from, to);
+            }
+            const [row] = await counted;
+            const seen = Number((row as { n: number | string }).n);
+            const needed = query.page * query.pageSize;
+            if (seen * (this.limits.walkBudget / this.limits.walkProbe) < needed) {
+                plan.drive = ranges[0]![0];
+            }
+            else if (!this.pg) {
+                plan.rowOnly = ranges.map(([range]) => range);
+            }
+        }
+        return plan;
     }
 
     /**
-     * Decides how a query with handles runs, by counting (up to LOOKUP_LIMIT) what each handle set matches: a few
-     * index entries. Without handles there is nothing to decide.
+     * The filters of a list query. The count has no order to keep: it leaves time ranges to the planner (their
+     * indexes count index-only) and, on SQLite, matches a large handle set by id (the row test costs a table read).
      */
-    async plan(tenantId: string, query: SessionListQuery): Promise<HandlePlan | undefined> {
+    private filter(qb: Knex.QueryBuilder, tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan, forCount: boolean): void {
         const q = query.q?.trim();
-        const sets: Array<['q' | 'id', Knex.QueryBuilder]> = [];
-        if (q) {
-            sets.push(['q', this.handleIds(tenantId, searchHandles(q))]);
-        }
-        if (query.id) {
-            sets.push(['id', this.prefixIds(tenantId, query.id)]);
-        }
-        if (!sets.length) {
-            return undefined;
-        }
-        const knex = this.knex;
-        let best: { driver: 'q' | 'id'; n: number } | undefined;
-        for (const [driver, ids] of sets) {
-            const [row] = await knex.count({ n: '*' }).from(ids.limit(LOOKUP_LIMIT).as('probe'));
-            const n = Number((row as { n: number | string }).n);
-            if (!best || n < best.n) {
-                best = { driver, n };
-            }
-        }
-        return best!.n < LOOKUP_LIMIT ? { kind: 'lookup', driver: best!.driver } : { kind: 'scan' };
-    }
-
-    /** The filters of a list query, for both the page and the count. */
-    private filter(qb: Knex.QueryBuilder, tenantId: string, types: SessionType[], query: SessionListQuery, plan: HandlePlan | undefined): void {
-        const q = query.q?.trim();
-        // In a lookup, the rows come from the handle set through the primary key; every other condition is written so
-        // that no index can serve it. SQLite has no statistics: it would take `tenant_id = ?` or `status = ?` for
-        // selective and walk a whole index range instead (sessions_list_updated, or sessions_status_expires).
-        const lookup = plan?.kind === 'lookup';
+        // In a lookup the rows come from the handle set through the primary key: every other condition is written so
+        // that no index can serve it, or SQLite would walk a whole index range (a tenant's, or sessions_status_expires).
+        const lookup = plan.handles === 'lookup-q' || plan.handles === 'lookup-id';
         const column = (name: string) => (lookup ? `(${name} || '')` : name);
         qb.whereRaw(`${column('tenant_id')} = ?`, [tenantId]);
         if (q) {
-            const ids = this.handleIds(tenantId, searchHandles(q));
-            if (lookup && plan.driver !== 'q') {
-                qb.whereRaw(`${column('id')} in ?`, [ids]);
+            const handles = searchHandles(q);
+            if (plan.handles === 'lookup-q' || (plan.handles === 'scan' && forCount && !this.pg)) {
+                qb.whereIn('id', this.handleIds(tenantId, handles));
             }
             else {
-                qb.whereIn('id', ids);
+                this.handleRow(qb, handles);
             }
         }
         if (query.id) {
-            const ids = this.prefixIds(tenantId, query.id);
-            if (lookup && plan.driver !== 'id') {
-                qb.whereRaw(`${column('id')} in ?`, [ids]);
+            if (plan.handles === 'lookup-id' || (plan.handles === 'scan' && forCount && !this.pg)) {
+                qb.whereIn('id', this.prefixIds(tenantId, query.id));
             }
             else {
-                qb.whereIn('id', ids);
+                this.prefix(qb, "(id || '')", query.id);
             }
         }
-        const issuanceOnly = query.credentialConfigurationId !== undefined;
-        const wanted = types.filter((t) => (!query.type || t === query.type) && (!issuanceOnly || t === 'issuance'));
+        const wanted = visible(types, query);
         if (wanted.length < ALL_TYPES.length) {
             qb.whereRaw(`${column('type')} = ?`, [wanted[0]!]);
         }
@@ -296,24 +404,28 @@ export class SessionSearch {
         if (statuses.length >= 1 && statuses.length < ALL_STATUSES.length) {
             qb.whereRaw(`${column('status')} in (${statuses.map(() => '?').join(', ')})`, statuses);
         }
-        if (query.createdFrom) {
-            qb.where('createdAt', '>=', ts(query.createdFrom));
-        }
-        if (query.createdTo) {
-            qb.where('createdAt', '<=', ts(query.createdTo));
-        }
-        if (query.updatedFrom) {
-            qb.where('updatedAt', '>=', ts(query.updatedFrom));
-        }
-        if (query.updatedTo) {
-            qb.where('updatedAt', '<=', ts(query.updatedTo));
+        for (const range of ['created', 'updated'] as const) {
+            // Timestamps are ISO text on SQLite, where `|| ''` keeps the value; rowOnly is never set on PostgreSQL.
+            const c = plan.rowOnly.includes(range) && !forCount ? `(${RANGE_COLUMN[range]} || '')` : RANGE_COLUMN[range];
+            const from = range === 'created' ? query.createdFrom : query.updatedFrom;
+            const to = range === 'created' ? query.createdTo : query.updatedTo;
+            if (from) {
+                qb.whereRaw(`${c} >= ?`, [ts(from)]);
+            }
+            if (to) {
+                qb.whereRaw(`${c} <= ?`, [ts(to)]);
+            }
         }
         if (query.credentialConfigurationId !== undefined) {
             // Stored as JSON text (an array of ids): an exact element match, whatever the id contains.
+            // The substring test first: cheap, and true for every match (the column is written by JSON.stringify).
+            const literal = JSON.stringify(query.credentialConfigurationId);
             if (this.pg) {
+                qb.whereRaw('strpos(credential_configuration_ids, ?) > 0', [literal]);
                 qb.whereRaw('credential_configuration_ids::jsonb @> ?::jsonb', [JSON.stringify([query.credentialConfigurationId])]);
             }
             else {
+                qb.whereRaw('instr(credential_configuration_ids, ?) > 0', [literal]);
                 qb.whereRaw('exists (select 1 from json_each(sessions.credential_configuration_ids) e where e.value = ?)', [query.credentialConfigurationId]);
             }
         }
@@ -325,48 +437,53 @@ export class SessionSearch {
         }
     }
 
-    /** The ORDER BY of a sort key: the key, then updated_at, then id, in one direction. */
-    private order(sortBy: SortKey, dir: 'asc' | 'desc'): string {
+    /**
+     * The ORDER BY of a sort key: the key, then updated_at, then id, in one direction. `unindexed`: the first key
+     * written so that no index provides the order (PostgreSQL then reads the driving range and sorts).
+     */
+    private order(sortBy: SortKey, dir: 'asc' | 'desc', unindexed: boolean): string {
         const d = dir === 'asc' ? 'asc' : 'desc';
+        const text = (c: string) => (unindexed ? `(${c} || '')` : c);
+        const time = (c: string) => (unindexed ? `(${c} + interval '0 seconds')` : c);
         const tail = `updated_at ${d}, id ${d}`;
         switch (sortBy) {
             case 'id':
-                return this.pg ? `id collate "C" ${d}` : `id ${d}`;
+                return this.pg ? `${text('id')} collate "C" ${d}` : `id ${d}`;
             case 'createdAt':
-                return `created_at ${d}, id ${d}`;
+                return `${this.pg ? time('created_at') : 'created_at'} ${d}, id ${d}`;
             case 'status':
-                return `status ${d}, ${tail}`;
+                return `${this.pg ? text('status') : 'status'} ${d}, ${tail}`;
             case 'requestId':
                 // SQLite sorts nulls first; PostgreSQL is told to do the same (and its index is built that way).
-                return `request_id ${d}${this.pg ? (d === 'asc' ? ' nulls first' : ' nulls last') : ''}, ${tail}`;
+                return this.pg ? `${text('request_id')} ${d} ${d === 'asc' ? 'nulls first' : 'nulls last'}, ${tail}` : `request_id ${d}, ${tail}`;
             default:
-                return tail;
+                return this.pg && unindexed ? `${time('updated_at')} ${d}, id ${d}` : tail;
         }
     }
 
     /** The statements of a list query, for a plan from plan() (also used for query-plan checks). */
-    builders(tenantId: string, types: SessionType[], query: SessionListQuery, plan: HandlePlan | undefined, countLimit = COUNT_CAP + 1): { page: Knex.QueryBuilder; count: Knex.QueryBuilder } {
+    builders(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan, countLimit = this.limits.countCap + 1): { page: Knex.QueryBuilder; count: Knex.QueryBuilder } {
         const knex = this.knex;
-        const page = knex('sessions')
+        const from = (): Knex.QueryBuilder => (plan.drive && !this.pg ? knex.from(knex.raw(`sessions indexed by ${RANGE_INDEX[plan.drive]}`)) as unknown as Knex.QueryBuilder : knex('sessions'));
+        const page = from()
             .select(LIST_COLUMNS)
-            .modify((qb) => this.filter(qb, tenantId, types, query, plan))
-            .orderByRaw(this.order(query.sortBy ?? 'updatedAt', query.sortOrder ?? 'desc'))
+            .modify((qb) => this.filter(qb, tenantId, types, query, plan, false))
+            .orderByRaw(this.order(query.sortBy ?? 'updatedAt', query.sortOrder ?? 'desc', Boolean(plan.drive)))
             .limit(query.pageSize)
             .offset((query.page - 1) * query.pageSize);
         const count = knex
             .count({ n: '*' })
-            .from(knex('sessions').select(knex.raw('1')).modify((qb) => this.filter(qb, tenantId, types, query, plan)).limit(countLimit).as('matching'));
+            .from(knex('sessions').select(knex.raw('1')).modify((qb) => this.filter(qb, tenantId, types, query, plan, true)).limit(countLimit).as('matching'));
         return { page, count };
     }
 
     async list(tenantId: string, types: SessionType[], query: SessionListQuery): Promise<SessionListResult> {
-        const wanted = types.filter((t) => (!query.type || t === query.type) && (query.credentialConfigurationId === undefined || t === 'issuance'));
-        if (!wanted.length) {
+        if (!visible(types, query).length) {
             return { items: [], total: 0, totalCapped: false };
         }
         const offset = (query.page - 1) * query.pageSize;
-        const cap = Math.max(COUNT_CAP, offset + query.pageSize);
-        const statements = this.builders(tenantId, types, query, await this.plan(tenantId, query), cap + 1);
+        const cap = Math.max(this.limits.countCap, offset + query.pageSize);
+        const statements = this.builders(tenantId, types, query, await this.plan(tenantId, types, query), cap + 1);
         const rows = await statements.page as Array<Record<string, unknown>>;
         const items = rows.map((row) => ({
             id: row.id as string,

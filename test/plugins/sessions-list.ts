@@ -1,6 +1,6 @@
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
-import { COUNT_CAP, prefixUpperBound, searchHandles } from '../../lib/sessions/search';
+import { COUNT_CAP, prefixUpperBound, searchHandles, SessionSearch, type SessionListQuery } from '../../lib/sessions/search';
 import { sha256Hex } from '../../lib/sessions/session-service';
 import { parseInstant } from '../../plugins/sessions/routes/list';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
@@ -434,6 +434,64 @@ for (const dialect of DIALECTS) {
             expect((await list('id=bulk-&q=bulk-00002&status=failed&pageSize=3', 'bulk'))).to.include({ total: 10, totalPages: 4 });
             expect((await list('id=bulk-00002&q=bulk-&type=issuance', 'bulk')).items.map((i) => i.id)).to.equal([28, 26, 24, 22, 20].map(bulkId));
             expect((await list('q=bulk-0', 'admin')).total).to.equal(0);
+
+            // Time ranges that hold many sessions (tested on rows in sort order) and few (read from their index).
+            const at = (i: number) => encodeURIComponent(new Date(base + i * 1000).toISOString());
+            const broad = await list(`createdTo=${at(7200)}&pageSize=3`, 'bulk');
+            expect(broad).to.include({ total: 7201 });
+            expect(broad.items.map((i) => i.id)).to.equal([7200, 7199, 7198].map(bulkId));
+            const narrow = await list(`createdFrom=${at(7200)}&createdTo=${at(7209)}&sortBy=status&sortOrder=asc&pageSize=4`, 'bulk');
+            expect(narrow).to.include({ total: 10 });
+            expect(narrow.items.map((i) => i.id)).to.equal([7200, 7201, 7202, 7203].map(bulkId));
+            expect(await list(`createdFrom=${at(0)}&status=failed&pageSize=10`, 'bulk')).to.include({ total: 30 });
+            expect((await list(`updatedFrom=${at(20)}&updatedTo=${at(5000)}&sortBy=createdAt&sortOrder=asc&pageSize=2`, 'bulk')).items.map((i) => i.id)).to.equal([20, 21].map(bulkId));
+            expect((await list(`updatedFrom=${at(20)}&updatedTo=${at(5000)}&createdFrom=${at(4990)}&sortBy=id&sortOrder=desc&pageSize=20`, 'bulk')).items.map((i) => i.id)).to.equal(Array.from({ length: 11 }, (_, i) => bulkId(5000 - i)));
+            expect((await list(`createdFrom=${at(100)}&createdTo=${at(199)}&q=bulk-0001&type=presentation`, 'bulk')).total).to.equal(50);
+
+            // Every plan answers alike: thresholds that force each way of running a query give the same pages.
+            const iso = (i: number) => new Date(base + i * 1000).toISOString();
+            const both: Array<'issuance' | 'presentation'> = ['issuance', 'presentation'];
+            const variants = {
+                default: new SessionSearch(t.server.db),
+                lookupAndDrive: new SessionSearch(t.server.db, { lookupLimit: 1e9, rangeLimit: 1e9 }),
+                scanAndProbe: new SessionSearch(t.server.db, { lookupLimit: 1, rangeLimit: 1, walkProbe: 50, walkBudget: 100 }),
+                scanAndWalk: new SessionSearch(t.server.db, { lookupLimit: 1, rangeLimit: 1, walkProbe: 10, walkBudget: 1e9 })
+            };
+            const queries: Array<Partial<SessionListQuery>> = [
+                { q: 'bulk-0001' },
+                { q: 'bulk-00', sortBy: 'id', sortOrder: 'asc' },
+                { id: 'bulk-000', status: ['failed'] },
+                { q: 'bulk-0', id: 'bulk-0002', sortBy: 'status' },
+                { createdTo: iso(7200) },
+                { createdFrom: iso(9000), type: 'issuance' },
+                { createdFrom: iso(100), createdTo: iso(3000), sortBy: 'status', sortOrder: 'asc' },
+                { updatedFrom: iso(20), updatedTo: iso(5000), sortBy: 'createdAt' },
+                { updatedFrom: iso(5000), sortBy: 'id', sortOrder: 'asc', type: 'presentation' },
+                { createdFrom: iso(0), q: 'bulk-00', status: ['failed', 'completed'], sortBy: 'requestId' },
+                { createdFrom: iso(10), createdTo: iso(9000), updatedFrom: iso(20), updatedTo: iso(8000), sortOrder: 'asc' }
+            ];
+            for (const q of queries) {
+                for (const page of [1, 3]) {
+                    const query = { page, pageSize: 7, ...q } as SessionListQuery;
+                    const results = await Promise.all(Object.values(variants).map((v) => v.list('bulk', both, query)));
+                    for (const result of results.slice(1)) {
+                        expect(result.items.map((i) => i.id), JSON.stringify(query)).to.equal(results[0]!.items.map((i) => i.id));
+                        expect(result.items.length, JSON.stringify(query)).to.equal(7);
+                    }
+                }
+            }
+            const planOf = (v: SessionSearch, q: Partial<SessionListQuery>) => v.plan('bulk', both, { page: 1, pageSize: 7, ...q } as SessionListQuery);
+            expect((await planOf(variants.default, { q: 'bulk-0001' })).handles).to.equal('lookup-q');
+            expect((await planOf(variants.default, { q: 'bulk-0' })).handles).to.equal('scan');
+            expect((await planOf(variants.default, { q: 'bulk-0', id: 'bulk-0002' })).handles).to.equal('lookup-id');
+            expect((await planOf(variants.scanAndProbe, { q: 'bulk-0001' })).handles).to.equal('scan');
+            expect((await planOf(variants.lookupAndDrive, { createdTo: iso(7200) })).drive).to.equal('created');
+            expect((await planOf(variants.scanAndProbe, { createdTo: iso(7200) })).drive).to.equal('created');
+            const walked = await planOf(variants.scanAndProbe, { createdFrom: iso(9000) });
+            expect(walked.drive).to.be.undefined();
+            expect(walked.rowOnly).to.equal(dialect === 'sqlite' ? ['created'] : []);
+            expect((await planOf(variants.scanAndWalk, { updatedFrom: iso(20), sortBy: 'createdAt' })).drive).to.be.undefined();
+            expect((await planOf(variants.default, { updatedFrom: iso(20) })).drive).to.be.undefined();
         });
 
         it('deletes a session of the tenant, with the role of its type', async () => {

@@ -124,14 +124,16 @@ export class SessionService {
         if (where.advance) {
             row.status = knex.raw('case when status = ? then ? else status end', [where.advance.from, where.advance.to]);
         }
-        const changed = await query.update(row) === 1;
-        if (changed && (patch.status || where.advance) && this.listeners.length) {
-            const session = await this.get(id);
-            if (session) {
-                this.notify(session);
-            }
+        const statusChange = (patch.status || where.advance) && this.listeners.length;
+        if (!statusChange) {
+            return await query.update(row) === 1;
         }
-        return changed;
+        // RETURNING (PostgreSQL and SQLite alike) gives listeners what changed without another read.
+        const [changed] = await query.update(row, ['id', 'tenantId', 'type', 'status', 'updatedAt']) as Array<Record<string, unknown>>;
+        if (changed) {
+            this.notify({ ...changed, updatedAt: changed.updatedAt instanceof Date ? changed.updatedAt.toISOString() : changed.updatedAt } as Session);
+        }
+        return !!changed;
     }
 
     /**

@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { Config } from '../../../lib/config';
+import { decryptEcdhEs } from '../../../lib/crypto/ecdh-es';
 import type { Database } from '../../../lib/db/database';
 import { OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
@@ -96,12 +97,13 @@ export class PresentationResponses {
             throw new OAuthError(400, 'invalid_request', 'The response must be encrypted (response_mode direct_post.jwt)');
         }
         try {
-            const key = await Jose.importJWK(data.encryptionKey.privateJwk, 'ECDH-ES');
-            const { plaintext, protectedHeader } = await Jose.compactDecrypt(form.response, key, { keyManagementAlgorithms: ['ECDH-ES'], contentEncryptionAlgorithms: ['A128GCM', 'A256GCM'] });
-            if (protectedHeader.kid && protectedHeader.kid !== data.encryptionKey.privateJwk.kid) {
+            const { kty, crv, x, y, d } = data.encryptionKey.privateJwk;
+            const key = Crypto.createPrivateKey({ key: { kty, crv, x, y, d } as Crypto.JsonWebKey, format: 'jwk' });
+            const { plaintext, header } = decryptEcdhEs(form.response, key);
+            if (header.kid && header.kid !== data.encryptionKey.privateJwk.kid) {
                 throw new Error('kid');
             }
-            return JSON.parse(Buffer.from(plaintext).toString('utf8'));
+            return JSON.parse(plaintext.toString('utf8'));
         }
         catch {
             throw new OAuthError(400, 'invalid_request', 'The encrypted response could not be decrypted');

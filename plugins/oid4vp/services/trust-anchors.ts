@@ -16,11 +16,29 @@ const derToPem = (base64: string) => `-----BEGIN CERTIFICATE-----\n${base64.repl
  * tenant. With none at all, the caller fails closed (no_trust_chain_to_root). Remote ETSI lists plug in here later:
  * a list with a url contributes the anchors fetched from it.
  */
+const CACHE_TTL_MS = 10_000;
+
 export class TrustAnchors {
-    constructor(private readonly deps: { db: Database; registry: Registry }) {}
+    private readonly cache = new Map<string, { at: number; lists: Promise<TrustList[]> }>();
+
+    constructor(private readonly deps: { db: Database; registry: Registry }) {
+        deps.registry.onChange('TrustList', (tenantId) => tenantId && this.cache.delete(tenantId));
+    }
+
+    /** The tenant's trust lists, cached until one changes here (another replica's change within CACHE_TTL_MS). */
+    private lists(tenantId: string): Promise<TrustList[]> {
+        const hit = this.cache.get(tenantId);
+        if (hit && Date.now() - hit.at < CACHE_TTL_MS) {
+            return hit.lists;
+        }
+        const lists = this.deps.registry.list<TrustList>(this.deps.db, { tenantId, clientId: 'system:oid4vp', roles: [] }, 'TrustList').then((all) => all.map((l) => l.spec));
+        lists.catch(() => this.cache.delete(tenantId));
+        this.cache.set(tenantId, { at: Date.now(), lists });
+        return lists;
+    }
 
     async forQuery(tenantId: string, trustedAuthorities: TrustedAuthorityQuery[] | undefined): Promise<TrustAnchor[]> {
-        const lists = (await this.deps.registry.list<TrustList>(this.deps.db, { tenantId, clientId: 'system:oid4vp', roles: [] }, 'TrustList')).map((l) => l.spec);
+        const lists = await this.lists(tenantId);
         const named = (trustedAuthorities ?? []).filter((a) => a.type === 'etsi_tl');
         if (!named.length) {
             return lists.flatMap(anchorsOf);

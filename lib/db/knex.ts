@@ -52,6 +52,10 @@ export const createKnex = (db: DatabaseConfig): KnexType => {
                         conn.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
                         conn.pragma('foreign_keys = ON');
                         conn.pragma('synchronous = NORMAL');
+                        // Keep the working set in memory: 64 MiB page cache, memory-mapped reads, temp tables in RAM.
+                        conn.pragma('cache_size = -65536');
+                        conn.pragma('mmap_size = 268435456');
+                        conn.pragma('temp_store = MEMORY');
                         cachePreparedStatements(conn);
                         done(null, conn);
                     }

@@ -2,6 +2,7 @@ import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
 import { ValidationError } from '../lib/errors';
 import { tableResourceStore } from '../lib/registry/resource-store';
+import { publicJwkOnly } from './shared/public-jwk';
 import type { KeyChain } from './key-chain';
 
 export const CREDENTIAL_FORMATS = ['mso_mdoc', 'dc+sd-jwt'] as const;
@@ -427,18 +428,7 @@ export const iaeActionSchema = Joi.alternatives().conditional('.type', {
     otherwise: Joi.object({ type: Joi.string().valid('openid4vp_presentation', 'redirect_to_web').required() }).unknown(true)
 }).label('IaeAction');
 
-// A trusted authority's key is public by definition; a private member would end up in exports unredacted.
-const publicJwkSchema = Joi.object({
-    kty: Joi.string().min(1).required(),
-    d: Joi.forbidden(),
-    p: Joi.forbidden(),
-    q: Joi.forbidden(),
-    dp: Joi.forbidden(),
-    dq: Joi.forbidden(),
-    qi: Joi.forbidden(),
-    oth: Joi.forbidden(),
-    k: Joi.forbidden()
-}).unknown(true).messages({ 'any.unknown': '{{#label}} is private key material and is not allowed' }).label('PublicJwk');
+const publicJwkSchema = publicJwkOnly('PublicJwk').keys({ kty: Joi.string().min(1).required() });
 
 const trustedAuthoritySchema = Joi.object<TrustedAuthority, true>({
     trustListId: Joi.string().max(255),

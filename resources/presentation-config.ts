@@ -2,6 +2,7 @@ import Joi from 'joi';
 import { ValidationError, type ErrorDetail } from '../lib/errors';
 import type { ResourceKind, Upgrade } from '../lib/registry/kind';
 import type { JsonValue } from './credential-config';
+import { publicJwkOnly } from './shared/public-jwk';
 
 /*
  * Presentation configuration (spec 2.1, 2.1.1, 7.4, 9): what a verifier asks a wallet for, as a DCQL query
@@ -404,17 +405,7 @@ const mdocClaimQuerySchema = Joi.object<DcqlMdocClaimQuery, true>({
     intent_to_retain: Joi.boolean().description('mso_mdoc only: the verifier intends to retain the value')
 }).label('DcqlMdocClaimQuery');
 
-// A trusted authority's key is public by definition; a private member would end up in exports unredacted.
-const verifierKeySchema = Joi.object({
-    d: Joi.forbidden(),
-    p: Joi.forbidden(),
-    q: Joi.forbidden(),
-    dp: Joi.forbidden(),
-    dq: Joi.forbidden(),
-    qi: Joi.forbidden(),
-    oth: Joi.forbidden(),
-    k: Joi.forbidden()
-}).unknown(true).messages({ 'any.unknown': '{{#label}} is private key material and is not allowed' }).label('VerifierKey');
+const verifierKeySchema = publicJwkOnly('VerifierKey');
 
 const etsiTlAnchorSchema = Joi.object<EtsiTlAnchor, true>({
     trustListId: Joi.string().max(255).description('A trust list of the tenant'),

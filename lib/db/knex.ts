@@ -67,7 +67,6 @@ export const createKnex = (db: DatabaseConfig): KnexType => {
         });
     }
 
-    const read = (path?: string) => (path ? Fs.readFileSync(path, 'utf8') : undefined);
     return Knex({
         ...knexSnakeCaseMappers(),
         client: 'pg',
@@ -77,18 +76,18 @@ export const createKnex = (db: DatabaseConfig): KnexType => {
             user: db.user,
             password: db.password,
             database: db.database,
-            ssl: db.ssl
-                ? {
-                    rejectUnauthorized: db.ssl.rejectUnauthorized,
-                    ca: read(db.ssl.caPath),
-                    cert: read(db.ssl.certPath),
-                    key: read(db.ssl.keyPath),
-                    passphrase: db.ssl.passphrase
-                }
-                : undefined
+            ssl: pgSsl(db)
         },
         pool: { min: 0, max: 10 }
     });
+};
+
+/** TLS options for PostgreSQL connections (knex and graphile-worker's pool alike). */
+export const pgSsl = (db: Extract<DatabaseConfig, { type: 'postgres' }>) => {
+    const read = (path?: string) => (path ? Fs.readFileSync(path, 'utf8') : undefined);
+    return db.ssl
+        ? { rejectUnauthorized: db.ssl.rejectUnauthorized, ca: read(db.ssl.caPath), cert: read(db.ssl.certPath), key: read(db.ssl.keyPath), passphrase: db.ssl.passphrase }
+        : undefined;
 };
 
 export const dialectOf = (knex: KnexType): Dialect => (knex.client.config.client === 'pg' ? 'postgres' : 'sqlite');

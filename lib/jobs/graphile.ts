@@ -1,8 +1,8 @@
-import Fs from 'node:fs';
 import { Logger as GraphileLogger, parseCronItem, parseCronItems, run, type CronItem, type Runner, type Task, type TaskList } from 'graphile-worker';
 import { Pool } from 'pg';
 import type { Logger } from 'pino';
 import type { DatabaseConfig } from '../config';
+import { pgSsl } from '../db/knex';
 import type { JobDefinition, JobRunner } from './types';
 
 export const GRAPHILE_SCHEMA = 'graphile_worker';
@@ -22,7 +22,6 @@ export interface GraphileJobRunnerOptions {
 const intervalKey = (name: string) => `interval:${name}`;
 
 const createPool = (db: PostgresConfig, max: number, log: Logger): Pool => {
-    const read = (path?: string) => (path ? Fs.readFileSync(path, 'utf8') : undefined);
     const pool = new Pool({
         host: db.host,
         port: db.port,
@@ -30,15 +29,7 @@ const createPool = (db: PostgresConfig, max: number, log: Logger): Pool => {
         password: db.password,
         database: db.database,
         max,
-        ssl: db.ssl
-            ? {
-                rejectUnauthorized: db.ssl.rejectUnauthorized,
-                ca: read(db.ssl.caPath),
-                cert: read(db.ssl.certPath),
-                key: read(db.ssl.keyPath),
-                passphrase: db.ssl.passphrase
-            }
-            : undefined
+        ssl: pgSsl(db)
     });
     // Without listeners a dropped connection is an uncaught 'error' event; pg already discards the broken client.
     const onError = (err: Error) => log.error({ err }, 'Background job database connection failed');

@@ -1,3 +1,4 @@
+import { valuesAt, type Path } from '../../../lib/claim-path';
 import { ValidationError } from '../../../lib/errors';
 
 /** The parts of a claim field that shape a credential (resources/credential-config.ts has the full schema). */
@@ -10,7 +11,8 @@ export interface FieldRule {
     children?: FieldRule[];
 }
 
-export type Path = Array<string | number | null>;
+export type { Path };
+export { valuesAt };
 
 const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
 
@@ -22,21 +24,6 @@ export const flattenFields = (fields: FieldRule[], parent: Path = []): Array<Fie
         const path = repeatsParent || !parent.length ? own : [...parent, ...own];
         return [{ ...field, path }, ...flattenFields(field.children ?? [], path)];
     });
-
-/** Values at a path; a null segment stands for every element of an array. */
-export const valuesAt = (value: unknown, path: Path): unknown[] => {
-    if (!path.length) {
-        return value === undefined ? [] : [value];
-    }
-    const [head, ...rest] = path;
-    if (head === null) {
-        return Array.isArray(value) ? value.flatMap((v) => valuesAt(v, rest)) : [];
-    }
-    if (typeof head === 'number') {
-        return Array.isArray(value) ? valuesAt(value[head], rest) : [];
-    }
-    return isObject(value) ? valuesAt(value[head], rest) : [];
-};
 
 /** Sets a default at a path of plain keys when nothing is there yet. */
 const setDefault = (target: Record<string, unknown>, path: Path, value: unknown): void => {

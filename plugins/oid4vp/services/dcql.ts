@@ -1,5 +1,6 @@
 import { DcqlPresentationResult, DcqlQuery } from 'dcql';
 import type { FailureCode } from '../../../lib/verify/failures';
+import { valuesAt } from '../../../lib/claim-path';
 
 /** One verified presentation: its query, its disclosed claims (mdoc: `{namespace: {element: value}}`). */
 export interface PresentedCredential {
@@ -19,20 +20,6 @@ type CredentialQuery = { id: string; format: string; multiple?: boolean; claims?
 type Query = { credentials: CredentialQuery[]; credential_sets?: Array<{ options: string[][]; required?: boolean }> };
 
 export type DcqlMatch = { ok: true } | { ok: false; code?: FailureCode; message: string };
-
-const valuesAt = (value: unknown, path: Path): unknown[] => {
-    if (!path.length) {
-        return value === undefined ? [] : [value];
-    }
-    const [head, ...rest] = path;
-    if (head === null) {
-        return Array.isArray(value) ? value.flatMap((v) => valuesAt(v, rest)) : [];
-    }
-    if (typeof head === 'number') {
-        return Array.isArray(value) ? valuesAt(value[head], rest) : [];
-    }
-    return value && typeof value === 'object' && !Array.isArray(value) ? valuesAt((value as Record<string, unknown>)[head], rest) : [];
-};
 
 /** A disclosed value matches when it equals one of the requested values in type and value. */
 const mismatches = (claim: ClaimQuery, claims: Record<string, unknown>): boolean =>

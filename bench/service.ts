@@ -11,6 +11,8 @@ export interface BenchService {
 
 const root = Path.join(__dirname, '..', '..');
 
+export const NODE_FLAGS = ['--max-semi-space-size=4'];
+
 export const ROOT = { id: 'bench-root', secret: 'bench-root-secret-0123456789abcdef' };
 
 export const startService = async (port: number, env: Record<string, string> = {}): Promise<BenchService> => {
@@ -21,7 +23,8 @@ export const startService = async (port: number, env: Record<string, string> = {
     const folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-bench-'));
     // HALLMARK_BENCH_PROFILE=<dir> writes a CPU profile of the service process there.
     const profile = process.env.HALLMARK_BENCH_PROFILE ? [`--cpu-prof`, `--cpu-prof-dir=${process.env.HALLMARK_BENCH_PROFILE}`] : [];
-    const child = ChildProcess.spawn(process.execPath, [...profile, entry, 'start'], {
+    // The same V8 flags as `npm start` (see package.json), so throughput is measured as the service runs.
+    const child = ChildProcess.spawn(process.execPath, [...profile, ...NODE_FLAGS, entry, 'start'], {
         cwd: root,
         env: {
             PATH: process.env.PATH ?? '',

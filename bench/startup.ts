@@ -2,6 +2,7 @@ import ChildProcess from 'node:child_process';
 import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
+import { NODE_FLAGS } from './service';
 import { printTable } from './table';
 
 /**
@@ -34,7 +35,7 @@ const rssMiB = (pid: number): number => {
 
 const startOnce = async (folder: string, port: number) => {
     const started = process.hrtime.bigint();
-    const child = ChildProcess.spawn(process.execPath, [`--env-file=${Path.join(root, 'examples/dev.env')}`, entry, 'start'], {
+    const child = ChildProcess.spawn(process.execPath, [...NODE_FLAGS, `--env-file=${Path.join(root, 'examples/dev.env')}`, entry, 'start'], {
         cwd: root,
         env: { PATH: process.env.PATH ?? '', FOLDER: folder, PORT: String(port), LOG_LEVEL: 'warn' },
         stdio: 'ignore'

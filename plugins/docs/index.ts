@@ -1,7 +1,7 @@
 import type Hapi from '@hapi/hapi';
 import Inert from '@hapi/inert';
 import Vision from '@hapi/vision';
-import './swagger-ui-assets';
+import './lean-requires';
 import HapiSwagger from 'hapi-swagger';
 
 /**

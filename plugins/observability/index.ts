@@ -1,10 +1,17 @@
 import type Hapi from '@hapi/hapi';
 import { context, metrics, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer, type UpDownCounter } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { MeterProvider, type MetricReader } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { W3CTraceContextPropagator } from '@opentelemetry/core';
+import type { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import type { BasicTracerProvider, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+// The SDK packages cost ~30 MiB of memory; they are loaded only when something will receive spans or metrics.
+const sdk = () => ({
+    core: require('@opentelemetry/core') as typeof import('@opentelemetry/core'),
+    resources: require('@opentelemetry/resources') as typeof import('@opentelemetry/resources'),
+    metrics: require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics'),
+    trace: require('@opentelemetry/sdk-trace-base') as typeof import('@opentelemetry/sdk-trace-base')
+});
+const otlp = () => (require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter;
 import { requirePlugins } from '../../lib/compose';
 import type { Config } from '../../lib/config';
 import type { SessionStatus, SessionType } from '../../lib/db/models/session';
@@ -69,7 +76,7 @@ const MAX_OPEN_DB_SPANS = 10_000;
 // The OTLP exporter reads its endpoint settings itself; config says only whether one is set.
 const defaultExporter = (otel: Config['otel']): SpanExporter | undefined =>
     otel.otlpEndpoint || otel.otlpTracesEndpoint
-        ? new OTLPTraceExporter(otel.otlpTracesEndpoint ? { url: otel.otlpTracesEndpoint } : { url: `${otel.otlpEndpoint!.replace(/\/$/, '')}/v1/traces` })
+        ? new (otlp())(otel.otlpTracesEndpoint ? { url: otel.otlpTracesEndpoint } : { url: `${otel.otlpEndpoint!.replace(/\/$/, '')}/v1/traces` })
         : undefined;
 
 const exporterOf = (option: ObservabilityOptions['traceExporter'], otel: Config['otel']): SpanExporter | undefined => {
@@ -77,10 +84,10 @@ const exporterOf = (option: ObservabilityOptions['traceExporter'], otel: Config[
         return defaultExporter(otel);
     }
     if (option === 'otlp') {
-        return new OTLPTraceExporter();
+        return new (otlp())();
     }
     if (option === 'console') {
-        return new ConsoleSpanExporter();
+        return new (sdk().trace.ConsoleSpanExporter)();
     }
     return option === 'none' ? undefined : option;
 };
@@ -242,17 +249,24 @@ export const plugin: Hapi.Plugin<ObservabilityOptions> = {
             return;
         }
 
-        const resource = resourceFromAttributes({ 'service.name': options.serviceName ?? 'hallmark', 'service.version': config.version });
         const exporter = exporterOf(options.traceExporter, config.otel);
+        const metricReaders = options.metricReaders ?? [];
+        if (!exporter && !options.spanProcessors?.length && !metricReaders.length && !options.registerGlobal) {
+            // Nothing would receive a span or a metric: no SDK, no per-request work.
+            server.expose('enabled', false);
+            server.expose('forceFlush', async () => undefined);
+            return;
+        }
+        const { core, resources, metrics: sdkMetrics, trace: sdkTrace } = sdk();
+        const resource = resources.resourceFromAttributes({ 'service.name': options.serviceName ?? 'hallmark', 'service.version': config.version });
         const spanProcessors: SpanProcessor[] = [
-            ...(exporter ? [options.simpleSpanProcessor ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter)] : []),
+            ...(exporter ? [options.simpleSpanProcessor ? new sdkTrace.SimpleSpanProcessor(exporter) : new sdkTrace.BatchSpanProcessor(exporter)] : []),
             ...(options.spanProcessors ?? [])
         ];
-        const metricReaders = options.metricReaders ?? [];
-        const tracerProvider = new BasicTracerProvider({ resource, spanProcessors });
-        const meterProvider = new MeterProvider({ resource, readers: metricReaders });
+        const tracerProvider = new sdkTrace.BasicTracerProvider({ resource, spanProcessors });
+        const meterProvider = new sdkMetrics.MeterProvider({ resource, readers: metricReaders });
         const contextManager = new RequestContextManager();
-        const propagator = new W3CTraceContextPropagator();
+        const propagator = new core.W3CTraceContextPropagator();
         if (options.registerGlobal) {
             trace.setGlobalTracerProvider(tracerProvider);
             metrics.setGlobalMeterProvider(meterProvider);

@@ -1,5 +1,5 @@
 import Crypto from 'node:crypto';
-import { SDJwtVcInstance } from '@sd-jwt/sd-jwt-vc';
+import type { SDJwtVcInstance as SdJwtVcInstanceType } from '@sd-jwt/sd-jwt-vc';
 import type { JWK } from 'jose';
 import type { SigningService } from '../../kms/services/signing';
 import { flattenFields, type FieldRule, type Path } from './claims';
@@ -72,6 +72,8 @@ export interface SdJwtIssue {
 /** An SD-JWT VC (typ dc+sd-jwt) signed through the signing service, with the key chain's x5c (root left out). */
 export const issueSdJwtVc = async (signing: SigningService, input: SdJwtIssue): Promise<string> => {
     const { x5c } = await signing.material(input.tenantId, input.keyChainId);
+    // Loaded on first issuance: a deployment that never issues SD-JWT VCs does not pay its memory.
+    const { SDJwtVcInstance } = require('@sd-jwt/sd-jwt-vc') as { SDJwtVcInstance: typeof SdJwtVcInstanceType };
     const sdjwt = new SDJwtVcInstance({
         hasher,
         hashAlg: 'sha-256',

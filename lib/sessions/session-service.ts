@@ -24,6 +24,7 @@ export interface UpdateConditions {
 }
 
 const MUTATE_ATTEMPTS = 20;
+const DATA_VERSION = Symbol('dataVersion');
 
 export const sha256Hex = (value: string): string => Crypto.createHash('sha256').update(value).digest('hex');
 
@@ -71,6 +72,8 @@ export class SessionService {
             session[key] = value instanceof Date ? value.toISOString() : value;
         }
         session.data = typeof row.data === 'string' ? JSON.parse(this.db.cipher.decrypt(row.data)) : null;
+        // The stored ciphertext identifies this version of the data for mutateData's first attempt.
+        Object.defineProperty(session, DATA_VERSION, { value: row.data, enumerable: false });
         session.credentialConfigurationIds = typeof row.credentialConfigurationIds === 'string' ? JSON.parse(row.credentialConfigurationIds) : null;
         session.txCodeFailures = Number(row.txCodeFailures ?? 0);
         return session as unknown as Session;
@@ -141,22 +144,26 @@ export class SessionService {
      * the stored ciphertext is still the one read (every encryption has a fresh IV, so it identifies the version);
      * otherwise it reads again and retries. Returns the data written, or undefined when `conditions` no longer hold.
      */
-    async mutateData<T>(id: string, change: (data: T) => T, patch: SessionPatch = {}, conditions: UpdateConditions = {}): Promise<T | undefined> {
+    async mutateData<T>(id: string | Session, change: (data: T) => T, patch: SessionPatch = {}, conditions: UpdateConditions = {}): Promise<T | undefined> {
+        // A session read earlier saves the first read: when nobody changed it since, the update applies at once.
+        let known = typeof id === 'string' ? undefined : (id as unknown as Record<symbol, string>)[DATA_VERSION];
+        const sessionId = typeof id === 'string' ? id : id.id;
         for (let attempt = 0; attempt < MUTATE_ATTEMPTS; attempt++) {
-            const row = await this.table().where({ id }).first('data');
+            const row = known !== undefined ? { data: known } : await this.table().where({ id: sessionId }).first('data');
+            known = undefined;
             if (!row || typeof row.data !== 'string') {
                 return undefined;
             }
             const next = change(JSON.parse(this.db.cipher.decrypt(row.data)) as T);
-            const applied = await this.update(id, { ...patch, data: next as unknown as Record<string, unknown> }, { ...conditions, sameData: row.data });
+            const applied = await this.update(sessionId, { ...patch, data: next as unknown as Record<string, unknown> }, { ...conditions, sameData: row.data });
             if (applied) {
                 return next;
             }
-            if (!(await this.update(id, {}, { ...conditions, probeOnly: true }))) {
+            if (!(await this.update(sessionId, {}, { ...conditions, probeOnly: true }))) {
                 return undefined;
             }
         }
-        throw new Error(`Session ${id} kept changing; gave up after ${MUTATE_ATTEMPTS} attempts`);
+        throw new Error(`Session ${sessionId} kept changing; gave up after ${MUTATE_ATTEMPTS} attempts`);
     }
 
     /** Moves a session to `to` unless it is already in a final status. */

@@ -89,7 +89,7 @@ export class CredentialService {
         const notificationId = Crypto.randomBytes(16).toString('base64url');
         // Appended without losing a concurrent request's id; a first issuance also moves active to fetched.
         const entry = { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() };
-        await this.deps.sessions.mutateData<IssuanceData>(session.id, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
+        await this.deps.sessions.mutateData<IssuanceData>(session, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
         sessionLog(session).info({ event: 'credential_issued', credentialConfigurationId: configId, format: credential.config.format, count: credentials.length }, 'credential issued');
         return { credentials, notification_id: notificationId };
     }

@@ -42,7 +42,7 @@ export class NotificationService {
             throw new OAuthError(400, 'invalid_notification_request', `The issuance session is ${session.status}; notifications are taken while it is fetched`);
         }
         const recordedEvent = { notificationId, event, ...(body.event_description ? { description: body.event_description } : {}), at: new Date().toISOString() };
-        await this.deps.sessions.mutateData<IssuanceData>(session.id, (current) => ({ ...current, events: [...current.events, recordedEvent] }));
+        await this.deps.sessions.mutateData<IssuanceData>(session, (current) => ({ ...current, events: [...current.events, recordedEvent] }));
 
         // The target was resolved when the offer was created (spec 6.2).
         if (data.webhook) {

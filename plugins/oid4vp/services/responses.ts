@@ -176,7 +176,7 @@ export class PresentationResponses {
             })
         };
         const rawTokens = Object.fromEntries(queryIds.map((id) => [id, presented.filter((p) => p.queryId === id).map((p) => p.raw)]));
-        await this.deps.sessions.mutateData<PresentationData>(session.id, (current) => ({ ...current, result: { outcome, credentials } }), { status: 'completed', responseCode });
+        await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result: { outcome, credentials } }), { status: 'completed', responseCode });
         const webhookBody = {
             status: 'completed',
             outcome,
@@ -200,7 +200,7 @@ export class PresentationResponses {
             message: failure.message,
             ...(failure.credential ? { credentials: [failure.credential] } : {})
         };
-        await this.deps.sessions.mutateData<PresentationData>(session.id, (current) => ({ ...current, result: { outcome } }), {
+        await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result: { outcome } }), {
             status: 'failed', failureCode: failure.code ?? null, errorReason: failure.message.slice(0, 1000), consumedAt: null
         });
         const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });
@@ -215,7 +215,7 @@ export class PresentationResponses {
     private async walletError(session: Session, data: PresentationData, error: string, description: string): Promise<WalletAnswer> {
         const message = `Wallet error: ${error}: ${description}`;
         const outcome = { result: 'failed', error, message };
-        await this.deps.sessions.mutateData<PresentationData>(session.id, (current) => ({ ...current, result: { outcome } }), {
+        await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result: { outcome } }), {
             status: 'failed', failureCode: error.slice(0, 64), errorReason: message.slice(0, 1000), consumedAt: null
         });
         const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });

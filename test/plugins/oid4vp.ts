@@ -87,5 +87,30 @@ for (const dialect of DIALECTS) {
             expect(replay.statusCode).to.equal(400);
             expect((replay.result as any).error_description).to.contain('already been used');
         });
+
+        it('fails closed with trust_list_unavailable when a remote trust list applies, which cannot be loaded', async () => {
+            const create = await t.server.inject({ method: 'POST', url: '/api/trust-lists', headers: bearer(admin), payload: { id: 'remote', url: 'https://tl.example.eu/tsl.xml' } });
+            expect(create.statusCode, create.payload).to.equal(201);
+            await t.server.inject({ method: 'POST', url: '/api/verifier/config', headers: bearer(admin), payload: {
+                id: 'remote-only',
+                dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] }, claims: [{ path: ['given_name'] }], trusted_authorities: [{ type: 'etsi_tl', values: [{ trustListId: 'remote' }] }] }] }
+            } });
+            const offer = await t.server.inject({ method: 'POST', url: '/api/verifier/offer', headers: bearer(admin), payload: { requestId: 'remote-only' } });
+            const { uri, session } = offer.result as any;
+            const jar = (await t.server.inject(new URL(uri).searchParams.get('request_uri')!.replace('http://hallmark.test', ''))).payload;
+            const request = Jose.decodeJwt(jar) as any;
+            const vpToken = { pid: [await present(request.nonce, request.client_id)] };
+            const encKey = request.client_metadata.jwks.keys[0];
+            const jwe = await new Jose.CompactEncrypt(new TextEncoder().encode(JSON.stringify({ vp_token: vpToken, state: request.state })))
+                .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM', kid: encKey.kid }).encrypt(await Jose.importJWK(encKey, 'ECDH-ES'));
+            const response = await t.server.inject({ method: 'POST', url: request.response_uri.replace('http://hallmark.test', ''), payload: `response=${jwe}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+            expect(response.statusCode).to.equal(400);
+            const result = (await t.server.inject({ url: `/api/session/${session}`, headers: bearer(admin) })).result as any;
+            expect(result.status).to.equal('failed');
+            expect(result.failureCode).to.equal('trust_list_unavailable');
+            expect(result.errorReason).to.equal('The trusted list could not be loaded, so the credential could not be validated.');
+            expect(result.outcome.credentials).to.equal([{ id: 'pid', format: 'dc+sd-jwt', verified: false, error: 'trust_list_unavailable', message: 'The trusted list could not be loaded, so the credential could not be validated.' }]);
+            expect(JSON.stringify(result.outcome)).to.not.contain('tl.example.eu');
+        });
     });
 }

@@ -129,9 +129,11 @@ export class PresentationResponses {
             if (tokens.length > 1 && !query.multiple) {
                 throw new PresentationFailure(undefined, `Presentation validation failed: several presentations for ${queryId}, which does not allow multiple`);
             }
-            const anchors = await this.deps.trust.forQuery(session.tenantId, query.trusted_authorities);
             const docType = query.format === 'mso_mdoc' ? query.meta.doctype_value : undefined;
             const outcome = (error?: VerificationFailure): CredentialOutcome => ({ id: queryId, format: query.format, ...(docType ? { docType } : {}), verified: !error, ...(error ? { error: error.code, message: error.message } : {}) });
+            const anchors = await this.deps.trust.forQuery(session.tenantId, query.trusted_authorities).catch((err: unknown) => {
+                throw err instanceof VerificationFailure ? new PresentationFailure(err.code, err.message, outcome(err)) : err;
+            });
             for (const token of tokens as string[]) {
                 try {
                     if (query.format === 'mso_mdoc') {

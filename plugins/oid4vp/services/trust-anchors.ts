@@ -1,5 +1,6 @@
 import type { Database } from '../../../lib/db/database';
 import type { Registry } from '../../../lib/registry/registry';
+import { VerificationFailure } from '../../../lib/verify/failures';
 import type { TrustAnchor } from '../../../lib/verify/trust';
 import type { TrustList } from '../../../resources/trust-list';
 
@@ -53,11 +54,27 @@ export class TrustAnchors {
                 if (list) {
                     anchors.push(...anchorsOf(list));
                 }
+                else if (value.url) {
+                    unavailable(value.url);
+                }
             }
         }
         return anchors;
     }
 }
 
-const anchorsOf = (list: TrustList): TrustAnchor[] =>
-    (list.entities ?? []).flatMap((entity) => entity.certificates.map((certificate) => ({ certificate, serviceType: entity.serviceType })));
+/**
+ * A remote list (url) must be fetched and its signature checked before its entries count. Fetching ETSI TS 119 612
+ * lists is not built yet, so such a list is unavailable and verification fails closed (trust_list_unavailable)
+ * rather than trusting whatever inline entities it also has.
+ */
+const unavailable = (url: string): never => {
+    throw VerificationFailure.coded('trust_list_unavailable', `remote trust list ${url} cannot be loaded by this deployment`);
+};
+
+const anchorsOf = (list: TrustList): TrustAnchor[] => {
+    if (list.url) {
+        unavailable(list.url);
+    }
+    return (list.entities ?? []).flatMap((entity) => entity.certificates.map((certificate) => ({ certificate, serviceType: entity.serviceType })));
+};

@@ -1,4 +1,3 @@
-import Net from 'node:net';
 import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
@@ -7,16 +6,10 @@ import { DIALECTS } from '../helpers/databases';
 import { Holder } from '../helpers/holder';
 import { startTestServer, type TestServer } from '../helpers/server';
 import { Wallet } from '../helpers/wallet';
+import { freePort } from '../helpers/net';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
-
-const freePort = () => new Promise<number>((resolve) => {
-    const server = Net.createServer().listen(0, '127.0.0.1', () => {
-        const { port } = server.address() as Net.AddressInfo;
-        server.close(() => resolve(port));
-    });
-});
 
 /** The demo tenant of examples/config: its credentials issue, and its presentation configuration accepts them. */
 for (const dialect of DIALECTS) {

@@ -1,7 +1,5 @@
 import Crypto from 'node:crypto';
 import Fs from 'node:fs';
-import Http from 'node:http';
-import Net from 'node:net';
 import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
@@ -10,6 +8,7 @@ import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/aut
 import { DIALECTS } from '../helpers/databases';
 import { startTestServer, type TestServer } from '../helpers/server';
 import { newHolderKey, sameKey, verifyMdoc, verifySdJwtVc, Wallet, type HolderKey } from '../helpers/wallet';
+import { freePort, startReceiver as startReceiverOn } from '../helpers/net';
 
 /**
  * OpenID4VCI issuance end to end, over real HTTP, with a wallet built on @openid4vc/openid4vci: offers by reference
@@ -45,48 +44,7 @@ const mdlClaims = { [MDL_NS]: { family_name: 'Mustermann', given_name: 'Erika', 
 const claimsFor = (id: string) => ({ [id]: { type: 'inline', claims: id === 'pid' ? pidClaims : mdlClaims } });
 
 /** A port nothing listens on (bound, read, closed). */
-const freePort = (): Promise<number> => new Promise((resolve, reject) => {
-    const server = Net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-        const { port } = server.address() as Net.AddressInfo;
-        server.close(() => resolve(port));
-    });
-});
-
-interface Delivery {
-    path: string;
-    headers: Http.IncomingHttpHeaders;
-    body: unknown;
-}
-
-/** A webhook receiver on 127.0.0.1 that records each POST and answers 200 (503 under /fail). */
-const startReceiver = async (): Promise<{ url: string; deliveries: Delivery[]; close(): Promise<void> }> => {
-    const deliveries: Delivery[] = [];
-    const server = Http.createServer((req, res) => {
-        const chunks: Buffer[] = [];
-        req.on('data', (c: Buffer) => chunks.push(c));
-        req.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            let body: unknown = text;
-            try {
-                body = JSON.parse(text);
-            }
-            catch {
-                // kept as text
-            }
-            deliveries.push({ path: req.url ?? '', headers: req.headers, body });
-            res.writeHead(req.url?.startsWith('/fail') ? 503 : 200, { 'content-type': 'application/json' }).end('{}');
-        });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as Net.AddressInfo;
-    return {
-        url: `http://127.0.0.1:${port}`,
-        deliveries,
-        close: () => new Promise<void>((resolve) => server.close(() => resolve()))
-    };
-};
+const startReceiver = () => startReceiverOn((path) => ({ status: path.startsWith('/fail') ? 503 : 200, body: {} }));
 
 const b64urlSha256 = (value: string) => Crypto.createHash('sha256').update(value, 'ascii').digest('base64url');
 

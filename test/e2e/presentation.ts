@@ -1,6 +1,4 @@
 import Crypto from 'node:crypto';
-import Http from 'node:http';
-import Net from 'node:net';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as X509 from '@peculiar/x509';
@@ -11,6 +9,7 @@ import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/aut
 import { DIALECTS } from '../helpers/databases';
 import { Holder, newHolderKey, x509Hash, type HeldCredential, type HolderKey, type HolderRequest, type WalletAnswer } from '../helpers/holder';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { freePort, startReceiver as startReceiverOn } from '../helpers/net';
 
 /**
  * OpenID4VP verification end to end, over real HTTP, with a holder built on @openid4vc/openid4vp: signed request
@@ -63,53 +62,10 @@ const OVERRIDE = 'https://override.example/after?from=hook';
 const PID_FIELDS = ['given_name', 'family_name', 'birthdate', 'age_over_18'].map((name) => ({ path: [name], disclosable: true }));
 
 /** A port nothing listens on (bound, read, closed). */
-const freePort = (): Promise<number> => new Promise((resolve, reject) => {
-    const server = Net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-        const { port } = server.address() as Net.AddressInfo;
-        server.close(() => resolve(port));
-    });
-});
-
-interface Delivery {
-    path: string;
-    headers: Http.IncomingHttpHeaders;
-    body: any;
-}
-
-/** A webhook receiver on 127.0.0.1: records each POST; /redirect/* answers {redirectUri}, /fail/* 503, else 200 {}. */
-const startReceiver = async (): Promise<{ url: string; deliveries: Delivery[]; close(): Promise<void> }> => {
-    const deliveries: Delivery[] = [];
-    const server = Http.createServer((req, res) => {
-        const chunks: Buffer[] = [];
-        req.on('data', (c: Buffer) => chunks.push(c));
-        req.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            let body: unknown = text;
-            try {
-                body = JSON.parse(text);
-            }
-            catch {
-                // kept as text
-            }
-            const path = req.url ?? '';
-            deliveries.push({ path, headers: req.headers, body });
-            if (path.startsWith('/redirect/')) {
-                res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ redirectUri: OVERRIDE, other: 'ignored' }));
-            }
-            else if (path.startsWith('/fail/')) {
-                res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ redirectUri: 'https://never.example/' }));
-            }
-            else {
-                res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-            }
-        });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as Net.AddressInfo;
-    return { url: `http://127.0.0.1:${port}`, deliveries, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-};
+/** /redirect/* answers {redirectUri}, /fail/* 503, everything else 200 {}. */
+const startReceiver = () => startReceiverOn((path) => path.startsWith('/redirect/')
+    ? { status: 200, body: { redirectUri: OVERRIDE, other: 'ignored' } }
+    : path.startsWith('/fail/') ? { status: 503, body: { redirectUri: 'https://never.example/' } } : { status: 200, body: {} });
 
 /** An issuer chain made outside the service: a valid root CA and an issuer certificate that expired yesterday. */
 const expiredIssuerChain = async () => {

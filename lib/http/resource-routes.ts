@@ -3,7 +3,7 @@ import Joi from 'joi';
 import { tenantContext } from '../auth/context';
 import { NotFoundError } from '../errors';
 import type { ResourceKind, StoredResource } from '../registry/kind';
-import { redactSecrets } from '../registry/secrets';
+import { redactSecrets, restoreRedacted } from '../registry/secrets';
 import { pageOf, pageQuery, paginate, type Page } from './pagination';
 
 export interface ResourceRoutesOptions {
@@ -109,7 +109,8 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 }
                 // Merge the raw body: defaults of the partial schema must not overwrite stored values.
                 const raw = request.orig.payload as Record<string, unknown>;
-                const result = await registry.write(db, ctx, kind.kind, { ...found.spec as object, ...raw }, { mode: 'update' });
+                const merged = restoreRedacted({ ...found.spec as object, ...raw }, found.spec, kind.secrets);
+                const result = await registry.write(db, ctx, kind.kind, merged, { mode: 'update' });
                 return answer(result.resource);
             }
         },
@@ -163,7 +164,10 @@ export const singletonRoutes = (options: { kind: ResourceKind; path: string; tag
                 response: { status: { 200: schema } }
             },
             handler: async (request) => {
-                const result = await request.server.registry.write(request.server.db, tenantContext(request), kind.kind, request.payload);
+                const { registry, db } = request.server;
+                const ctx = tenantContext(request);
+                const stored = await registry.get(db, ctx, kind.kind);
+                const result = await registry.write(db, ctx, kind.kind, restoreRedacted(request.payload, stored?.spec, kind.secrets));
                 return redactSecrets(result.spec as object, kind.secrets);
             }
         }

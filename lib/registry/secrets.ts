@@ -23,3 +23,28 @@ export const redactSecrets = <T>(value: T, secretPaths: string[] = [], path: str
     }
     return value;
 };
+
+/**
+ * Answers show secrets as `[redacted]`; a client that sends such a document back (GET, edit, PATCH/PUT) means "keep
+ * the secret", so each redacted secret path takes the stored value again instead of the literal text. With nothing
+ * stored there it becomes undefined, so validation asks for the real value rather than storing "[redacted]".
+ */
+export const restoreRedacted = <T>(incoming: T, stored: unknown, secretPaths: string[] = [], path: string[] = []): T => {
+    if (incoming === REDACTED && path.length && isSecretPath(secretPaths, path)) {
+        return stored as T;
+    }
+    if (Array.isArray(incoming)) {
+        // Entries with an id (KMS providers) are matched by id, so a reordered list never takes another's secret.
+        const previous = Array.isArray(stored) ? stored : [];
+        const counterpart = (v: unknown, i: number) => {
+            const id = (v as { id?: unknown } | null)?.id;
+            return id !== undefined ? previous.find((p) => (p as { id?: unknown } | null)?.id === id) : previous[i];
+        };
+        return incoming.map((v, i) => restoreRedacted(v, counterpart(v, i), secretPaths, [...path, String(i)])) as T;
+    }
+    if (incoming && typeof incoming === 'object') {
+        const previous = stored && typeof stored === 'object' ? stored as Record<string, unknown> : {};
+        return Object.fromEntries(Object.entries(incoming).map(([k, v]) => [k, restoreRedacted(v, previous[k], secretPaths, [...path, k])])) as T;
+    }
+    return incoming;
+};

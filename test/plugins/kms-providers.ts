@@ -67,6 +67,11 @@ for (const dialect of DIALECTS) {
             expect(stored.providers[1].pin).to.equal('[redacted]');
             const health = (await call('GET', '/api/key-chain/providers')).result as any[];
             expect(health.map((p) => [p.id, p.status])).to.equal([['db', 'up'], ['remote', 'up'], ['hsm', 'up'], ['mem', 'up']]);
+            // Sending the redacted configuration back, reordered, keeps the stored secrets.
+            const again = await call('PUT', '/api/key-chain/providers/config', { providers: [...stored.providers].reverse() });
+            expect(again.statusCode, again.payload).to.equal(200);
+            const after = (await call('GET', '/api/key-chain/providers')).result as any[];
+            expect(after.every((p) => p.status === 'up')).to.be.true();
         });
 
         it('makes a verifiable certificate chain and ES256 signatures on each provider', async () => {

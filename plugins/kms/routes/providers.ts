@@ -2,7 +2,7 @@ import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { tenantContext } from '../../../lib/auth/context';
 import { NotFoundError } from '../../../lib/errors';
-import { redactSecrets } from '../../../lib/registry/secrets';
+import { redactSecrets, restoreRedacted } from '../../../lib/registry/secrets';
 import type { KmsConfig } from '../../../resources/kms-config';
 import type { KmsService } from '../services/kms-service';
 
@@ -60,9 +60,10 @@ export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.Objec
         },
         handler: async (request) => {
             const ctx = tenantContext(request);
-            const config = request.payload as KmsConfig;
-            await kms.check(ctx.tenantId, config);
             const kind = request.server.registry.kind<KmsConfig>('KmsConfig');
+            const stored = await request.server.registry.get<KmsConfig>(request.server.db, ctx, 'KmsConfig');
+            const config = restoreRedacted(request.payload as KmsConfig, stored?.spec, kind.secrets);
+            await kms.check(ctx.tenantId, config);
             const result = await request.server.registry.write<KmsConfig>(request.server.db, ctx, 'KmsConfig', config);
             return redactSecrets(result.spec, kind.secrets);
         }

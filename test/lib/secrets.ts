@@ -1,0 +1,25 @@
+import { expect } from '@hapi/code';
+import * as Lab from '@hapi/lab';
+import { redactSecrets, restoreRedacted } from '../../lib/registry/secrets';
+
+export const lab = Lab.script();
+const { describe, it } = lab;
+
+describe('secret redaction', () => {
+    const paths = ['auth.config.value', 'providers.*.pin', 'providers.*.auth.token'];
+
+    it('redacts secret paths, arrays included', () => {
+        expect(redactSecrets({ auth: { type: 'apiKey', config: { headerName: 'X', value: 's' } } }, paths)).to.equal({ auth: { type: 'apiKey', config: { headerName: 'X', value: '[redacted]' } } });
+        expect(redactSecrets({ providers: [{ id: 'a', pin: '1234' }, { id: 'b' }] }, paths)).to.equal({ providers: [{ id: 'a', pin: '[redacted]' }, { id: 'b' }] });
+    });
+
+    it('restores redacted secrets from the stored document, matching list entries by id', () => {
+        const stored = { providers: [{ id: 'hsm', pin: '1234' }, { id: 'remote', auth: { type: 'bearer', token: 't0k' } }] };
+        const sentBack = { providers: [{ id: 'remote', auth: { type: 'bearer', token: '[redacted]' } }, { id: 'hsm', pin: '[redacted]' }, { id: 'new', pin: '[redacted]' }] };
+        // A redacted secret with nothing stored behind it is dropped, so validation asks for the real value.
+        expect(restoreRedacted(sentBack, stored, paths)).to.equal({ providers: [{ id: 'remote', auth: { type: 'bearer', token: 't0k' } }, { id: 'hsm', pin: '1234' }, { id: 'new', pin: undefined }] });
+        // A new value is kept; "[redacted]" outside a secret path is ordinary text.
+        expect(restoreRedacted({ auth: { config: { value: 'new-secret' } }, name: '[redacted]' }, { auth: { config: { value: 'old' } }, name: 'x' }, paths))
+            .to.equal({ auth: { config: { value: 'new-secret' } }, name: '[redacted]' });
+    });
+});

@@ -30,7 +30,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
             server.registerResource(kind);
         }
 
-        const issuer = new Issuer({ config, db, registry, server });
+        const issuer = new Issuer({ db, registry });
         const offers = new OfferService({ config, issuer, sessions, registry, db, log });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', config.secrets.masterSecret ?? config.secrets.encryptionKey!, 'hallmark', 'dpop-nonce/v1', 32)) });

@@ -1,4 +1,3 @@
-import type Hapi from '@hapi/hapi';
 import type { Config } from '../../lib/config';
 import type { Database } from '../../lib/db/database';
 import { ValidationError } from '../../lib/errors';
@@ -15,10 +14,8 @@ export const tenantUrl = (config: Config, tenantId: string): string => `${config
 export const systemContext = (tenantId: string): TenantContext => ({ tenantId, clientId: 'system:oid4vci', roles: [] });
 
 export interface IssuerDeps {
-    config: Config;
     db: Database;
     registry: Registry;
-    server: Hapi.Server;
 }
 
 const DEFAULTS = { batchSize: 1, dPopRequired: false, walletAttestationRequired: false, refreshTokenEnabled: false, txCodeMaxAttempts: 5 };

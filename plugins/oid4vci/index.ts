@@ -36,7 +36,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', config.secrets.masterSecret ?? config.secrets.encryptionKey!, 'hallmark', 'dpop-nonce/v1', 32)) });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });
         const credentials = new CredentialService({ config, issuer, sessions, singleUse, signing, registry, db, log });
-        const notifications = new NotificationService({ config, db, registry, sessions, log });
+        const notifications = new NotificationService({ config, sessions, log });
         const metadata = new MetadataService({ config, issuer });
         for (const kind of ['CredentialConfig', 'IssuanceConfig']) {
             registry.onChange(kind, (tenantId) => metadata.invalidate(tenantId));

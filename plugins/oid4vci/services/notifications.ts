@@ -1,9 +1,7 @@
 import type { Config } from '../../../lib/config';
-import type { Database } from '../../../lib/db/database';
 import type { Session } from '../../../lib/sessions/session-service';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
-import type { Registry } from '../../../lib/registry/registry';
 import type { SessionService } from '../../../lib/sessions/session-service';
 import { sessionLog } from '../../../lib/session-log';
 import { deliverWebhook } from '../../../lib/webhooks';
@@ -23,7 +21,7 @@ export interface NotificationRequest {
  * and leaves the status as it was.
  */
 export class NotificationService {
-    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; log: Logger }) {}
+    constructor(private readonly deps: { config: Config; sessions: SessionService; log: Logger }) {}
 
     async notify(session: Session, body: NotificationRequest): Promise<void> {
         const { notification_id: notificationId, event } = body;

@@ -3,7 +3,7 @@ import { Agent, request } from 'node:http';
 import { percentile, printTable } from './table';
 import { post, ROOT, startService } from './service';
 
-const WALLETS = 8;
+const WALLETS = Number(process.env.HALLMARK_BENCH_WALLETS ?? 8);
 const DURATION_MS = 10_000;
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -99,7 +99,7 @@ export const benchIssuance = async (): Promise<void> => {
         const speed = es256Speed();
         // Per flow the server signs once (the credential) and verifies once (the proof).
         const ceiling = 1 / (1 / speed.sign + 1 / speed.verify);
-        printTable('Issuance: full pre-authorized dc+sd-jwt flow (one process, SQLite, 8 wallets, 10 s)', [
+        printTable(`Issuance: full pre-authorized dc+sd-jwt flow (one process, SQLite, ${WALLETS} wallets, 10 s)`, [
             { measure: 'flows/s', value: Math.round(rate), target: '>= 500' },
             { measure: 'p50 ms', value: percentile(latencies, 50), target: '' },
             { measure: 'p99 ms', value: percentile(latencies, 99), target: '< 50' },

@@ -11,6 +11,7 @@ import { Registry } from '../../lib/registry/registry';
 import { mapErrors } from './error-mapping';
 import { registerHttpLogger } from './http-logger';
 import { healthRoutes } from './routes/health';
+import { schemaRoutes } from './routes/schemas';
 
 declare module '@hapi/hapi' {
     interface Server {
@@ -48,7 +49,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
             return h.continue;
         });
         registerHttpLogger(server, config);
-        server.route(healthRoutes);
+        server.route([...healthRoutes, ...schemaRoutes]);
 
         server.ext('onPreStart', async () => {
             if (config.db.migrationsRun || config.db.synchronize) {

@@ -45,7 +45,8 @@ const scopesOf = (route: Hapi.RequestRoute): string[] => {
 };
 
 /** A concrete URL for a route path: every parameter replaced by a harmless value. */
-const urlOf = (path: string) => path.replace(/\{(\w+)(\*\d*|\?)?\}/g, (_m, name: string) => `probe-${name}`);
+/** A concrete URL for a parameterised path: numbers for `version`, words elsewhere. */
+const urlOf = (path: string) => path.replace(/\{(\w+)(\*\d*|\?)?\}/g, (_m, name: string) => (name === 'version' ? '1' : `probe${name}`));
 
 /** Protected /api routes whose settings do not require a token, or declare no role scope. */
 const unprotected = (routes: Hapi.RequestRoute[]): string[] => routes.filter((r) => !isPublic(r)).filter((r) => {

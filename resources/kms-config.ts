@@ -60,7 +60,11 @@ export const mergeKmsConfigs = (global: KmsConfig | undefined, tenant: KmsConfig
     return { defaultProvider: tenant?.defaultProvider ?? global?.defaultProvider ?? 'db', providers: [...providers.values()] };
 };
 
-export const kmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>): ResourceKind<KmsConfig> => {
+/**
+ * `check` opens and health-checks every provider before a configuration is stored, by the API or from a file, so a
+ * wrong PKCS#11 PIN or an unreachable KMS is refused when it is saved.
+ */
+export const kmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>, check: (tenantId: string, config: KmsConfig) => Promise<void>): ResourceKind<KmsConfig> => {
     let schema: Joi.ObjectSchema<KmsConfig> | undefined;
     return {
         kind: 'KmsConfig',
@@ -75,6 +79,7 @@ export const kmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>):
         dependsOn: ['Tenant'],
         singleton: true,
         id: () => 'KmsConfig',
-        location: { file: 'kms.json' }
+        location: { file: 'kms.json' },
+        check: (scope, spec) => check(scope.tenantId!, spec)
     };
 };

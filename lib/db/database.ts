@@ -62,8 +62,9 @@ export class Database {
         return trx && trx.client.config === this.knex.client.config ? trx : undefined;
     }
 
+    /** Inside a transaction it asks through it (SQLite has one connection, held by the transaction). */
     isUp(): Promise<boolean> {
-        return ping(this.knex);
+        return ping(this.ambient() ?? this.knex);
     }
 
     close(): Promise<void> {

@@ -92,7 +92,7 @@ export const pgSsl = (db: Extract<DatabaseConfig, { type: 'postgres' }>) => {
 
 export const dialectOf = (knex: KnexType): Dialect => (knex.client.config.client === 'pg' ? 'postgres' : 'sqlite');
 
-export const ping = async (knex: KnexType): Promise<boolean> => {
+export const ping = async (knex: KnexType | KnexType.Transaction): Promise<boolean> => {
     try {
         await knex.raw('select 1');
         return true;

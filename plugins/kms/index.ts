@@ -77,7 +77,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const signing = new SigningService(kms, keyChains);
         server.decorate('server', 'signing', signing);
 
-        server.registerResource(kmsConfigKind(types));
+        server.registerResource(kmsConfigKind(types, (tenantId, config) => kms.check(tenantId, config)));
         server.registerResource(keyChainKind(keyChains));
         registry.onChange('KmsConfig', (tenantId) => tenantId && kms.invalidate(tenantId));
         registry.onChange('KeyChain', (tenantId, id) => signing.invalidate(tenantId, id));

@@ -29,6 +29,7 @@ for (const dialect of DIALECTS) {
         let kmsServer: KmsServer;
         let token: string;
         let logFile: string;
+        let configFolder: string;
         const answers: string[] = [];
         const call = async (method: string, url: string, payload?: object) => {
             const res = await t.server.inject({ method, url, payload, headers: bearer(token) });
@@ -42,7 +43,17 @@ for (const dialect of DIALECTS) {
             logFile = Path.join(Fs.mkdtempSync(Path.join(require('node:os').tmpdir(), 'hallmark-log-')), 'hallmark.log');
             const logEnv = { LOG_LEVEL: 'debug', LOG_TO_FILE: 'true', LOG_FILE_PATH: logFile, LOG_ENABLE_HTTP_LOGGER: 'true', LOG_HTTP_RESPONSE_BODY: 'true', LOG_HTTP_RESPONSE_BODY_MAX_LENGTH: '0' };
             const logger = createLogger(loadConfig({ PUBLIC_URL: 'http://x', MASTER_SECRET: 'm'.repeat(32), AUTH_CLIENT_ID: 'r', AUTH_CLIENT_SECRET: 'a-long-enough-secret', ...logEnv }), { destination: new PassThrough().resume() });
-            t = await startTestServer(dialect, { manifest, logger, env: { ...logEnv, KMS_TIMEOUT_MS: '1500' } });
+            // pkcs11 is operator-only: the HSM comes from the global kms.json; a tenant folder with a wrong PIN fails.
+            configFolder = Fs.mkdtempSync(Path.join(require('node:os').tmpdir(), 'hallmark-kms-config-'));
+            Fs.writeFileSync(Path.join(configFolder, 'kms.json'), JSON.stringify({ providers: [{ id: 'hsm', type: 'pkcs11', library: hsm.library, slot: hsm.label, pin: '${TEST_HSM_PIN}' }] }));
+            Fs.mkdirSync(Path.join(configFolder, 'badpin'));
+            Fs.writeFileSync(Path.join(configFolder, 'badpin', 'info.json'), JSON.stringify({ name: 'Wrong PIN' }));
+            Fs.writeFileSync(Path.join(configFolder, 'badpin', 'kms.json'), JSON.stringify({ providers: [{ id: 'hsm2', type: 'pkcs11', library: hsm.library, slot: hsm.label, pin: 'not-the-pin-4711' }] }));
+            t = await startTestServer(dialect, {
+                manifest,
+                logger,
+                env: { ...logEnv, KMS_TIMEOUT_MS: '1500', CONFIG_FOLDER: configFolder, TEST_HSM_PIN: hsm.pin, OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' }
+            });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             token = (await clientWithToken(t.server, root, { clientId: 'acme-keys', roles: ['key:manage'], tenantId: 'acme' })).token;
@@ -51,22 +62,21 @@ for (const dialect of DIALECTS) {
             await t.stop();
             await kmsServer.stop().catch(() => undefined);
             hsm.remove();
+            Fs.rmSync(configFolder, { recursive: true, force: true });
         });
 
-        it('saves a configuration with http, pkcs11 and a third-party provider after checking each, secrets redacted', async () => {
+        it('saves a configuration with http and a third-party provider after checking each, secrets redacted, over the operator\'s pkcs11 provider', async () => {
             const res = await call('PUT', '/api/key-chain/providers/config', {
                 providers: [
                     { id: 'remote', type: 'http', baseUrl: kmsServer.origin, auth: { type: 'bearer', token: KMS_TOKEN } },
-                    { id: 'hsm', type: 'pkcs11', library: hsm.library, slot: hsm.label, pin: hsm.pin },
                     { id: 'mem', type: 'memory', label: 'in memory' }
                 ]
             });
             expect(res.statusCode, res.payload).to.equal(200);
             const stored = (await call('GET', '/api/key-chain/providers/config')).result as any;
             expect(stored.providers[0].auth.token).to.equal('[redacted]');
-            expect(stored.providers[1].pin).to.equal('[redacted]');
             const health = (await call('GET', '/api/key-chain/providers')).result as any[];
-            expect(health.map((p) => [p.id, p.status])).to.equal([['db', 'up'], ['remote', 'up'], ['hsm', 'up'], ['mem', 'up']]);
+            expect(health.map((p) => [p.id, p.status])).to.equal([['db', 'up'], ['hsm', 'up'], ['remote', 'up'], ['mem', 'up']]);
             // Sending the redacted configuration back, reordered, keeps the stored secrets.
             const again = await call('PUT', '/api/key-chain/providers/config', { providers: [...stored.providers].reverse() });
             expect(again.statusCode, again.payload).to.equal(200);
@@ -91,11 +101,39 @@ for (const dialect of DIALECTS) {
         });
 
         it('refuses a PKCS#11 configuration with a wrong PIN when it is saved, without echoing the PIN', async () => {
-            const res = await call('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'hsm', type: 'pkcs11', library: hsm.library, slot: hsm.label, pin: 'not-the-pin-4711' }] });
-            expect(res.statusCode).to.equal(400);
-            expect((res.result as any).message).to.contain('hsm');
-            expect((res.result as any).message).to.contain('PIN');
-            expect(res.payload).to.not.contain('not-the-pin-4711');
+            // The operator's tenant folder with a wrong PIN: that tenant's import failed as a whole.
+            const root = await rootToken(t.server);
+            expect((await t.server.inject({ url: '/api/tenants/badpin', headers: bearer(root) })).statusCode).to.equal(404);
+            const log = Fs.readFileSync(logFile, 'utf8');
+            expect(log).to.contain('hsm2');
+            expect(log).to.contain('PIN');
+            expect(log).to.not.contain('not-the-pin-4711');
+        });
+
+        it('keeps native libraries, key files, private addresses and the environment out of a tenant\'s reach', async () => {
+            const pkcs11 = await call('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'x', type: 'pkcs11', library: hsm.library, slot: hsm.label, pin: 'x' }] });
+            expect(pkcs11.statusCode).to.equal(403);
+            const mtls = await call('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'x', type: 'http', baseUrl: 'https://kms.example.com', auth: { type: 'mtls', certFile: '/etc/ssl/cert.pem', keyFile: '/etc/ssl/key.pem' } }] });
+            expect(mtls.statusCode).to.equal(403);
+            // Placeholders from the API are taken literally: the environment never reaches a provider.
+            const strict = await startTestServer(dialect, { manifest, env: { KMS_TIMEOUT_MS: '1500' } });
+            try {
+                const root = await rootToken(strict.server);
+                await createTenant(strict.server, root, 'acme');
+                const admin = (await clientWithToken(strict.server, root, { clientId: 'acme-keys', roles: ['key:manage'], tenantId: 'acme' })).token;
+                const put = (payload: object) => strict.server.inject({ method: 'PUT', url: '/api/key-chain/providers/config', payload, headers: bearer(admin) });
+                const loopback = await put({ providers: [{ id: 'x', type: 'http', baseUrl: kmsServer.origin, auth: { type: 'bearer', token: '${MASTER_SECRET}' } }] });
+                expect(loopback.statusCode).to.equal(400);
+                expect((loopback.result as any).message).to.contain('x');
+                const before = kmsServer.requests.length;
+                const secretUrl = await put({ providers: [{ id: 'x', type: 'http', baseUrl: 'https://${MASTER_SECRET}.example.com', auth: { type: 'bearer', token: '${MASTER_SECRET}' } }] });
+                expect(secretUrl.statusCode).to.equal(400);
+                expect(secretUrl.payload).to.not.contain('test-master-secret');
+                expect(kmsServer.requests.length).to.equal(before);
+            }
+            finally {
+                await strict.stop();
+            }
         });
 
         it('answers 503 naming a provider that is slow or down, within the configured timeout', async () => {

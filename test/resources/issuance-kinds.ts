@@ -25,7 +25,7 @@ const noMaterial: KeyChainMaterial = {
 
 const registry = new Registry();
 registry.register(tenantKind);
-registry.register(kmsConfigKind(new Map()));
+registry.register(kmsConfigKind(new Map(), async () => undefined));
 registry.register(keyChainKind(noMaterial));
 registry.register(webhookEndpointKind);
 registry.register(attributeProviderKind);

@@ -33,7 +33,7 @@ const noMaterial: KeyChainMaterial = {
 const registry = new Registry();
 registry.register(tenantKind);
 // The key chain kind depends on KmsConfig.
-registry.register(kmsConfigKind(new Map()));
+registry.register(kmsConfigKind(new Map(), async () => undefined));
 registry.register(keyChainKind(noMaterial));
 registry.register(webhookEndpointKind);
 registry.register(trustListKind);

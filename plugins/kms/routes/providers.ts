@@ -5,6 +5,7 @@ import { NotFoundError } from '../../../lib/errors';
 import { redactSecrets, restoreRedacted } from '../../../lib/registry/secrets';
 import type { KmsConfig } from '../../../resources/kms-config';
 import type { KmsService } from '../services/kms-service';
+import { checkTenantKmsConfig } from '../tenant-policy';
 
 const READ = ['key:manage', 'key:read', 'tenant:read'];
 const WRITE = ['key:manage'];
@@ -54,7 +55,7 @@ export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.Objec
         options: {
             tags: ['api', 'key-chains'],
             description: 'Set the tenant\'s KMS configuration (spec 2.5); every provider is opened and checked before it is saved',
-            notes: 'String values may be ${VAR} or ${VAR:default} placeholders, resolved from the environment when a provider opens.',
+            notes: 'Values are taken literally (placeholders are resolved only in the operator\'s kms.json files). pkcs11 providers and mTLS key files are operator-only; http provider URLs follow the outbound policy (OUTBOUND_URL_*).',
             auth: { access: { scope: WRITE } },
             validate: { payload: (value) => kmsConfigSchema().validateAsync(value, { abortEarly: false }) }
         },
@@ -63,7 +64,7 @@ export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.Objec
             const kind = request.server.registry.kind<KmsConfig>('KmsConfig');
             const stored = await request.server.registry.get<KmsConfig>(request.server.db, ctx, 'KmsConfig');
             const config = restoreRedacted(request.payload as KmsConfig, stored?.spec, kind.secrets);
-            await kms.check(ctx.tenantId, config);
+            await checkTenantKmsConfig(config, request.server.app.config.outbound);
             const result = await request.server.registry.write<KmsConfig>(request.server.db, ctx, 'KmsConfig', config);
             return redactSecrets(result.spec, kind.secrets);
         }

@@ -1,5 +1,4 @@
 import type { Config } from '../../../lib/config';
-import { substitutePlaceholders } from '../../../lib/config-import/placeholders';
 import type { Database } from '../../../lib/db/database';
 import { UnavailableError, ValidationError } from '../../../lib/errors';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsProviderType, type PublicJwk } from '../../../lib/kms/types';
@@ -91,9 +90,9 @@ export class KmsService {
             throw new ValidationError(`Unknown KMS provider type ${entry.type}`, [{ path: 'type', message: `must be one of ${[...this.deps.types.keys()].join(', ')}` }]);
         }
         const { id: _id, type: _type, description: _description, ...raw } = entry;
-        // Values stored through the API may still hold ${VAR} placeholders: they resolve here, at use.
-        const { value: resolved } = substitutePlaceholders(raw, this.deps.config.configImport.variables);
-        const { value: options, error } = type.optionsSchema.validate(resolved);
+        // Placeholders were resolved when the operator's files were read; a value from the API is taken literally:
+        // resolving ${VAR} there would hand a tenant the service's own environment (MASTER_SECRET, DB_PASSWORD).
+        const { value: options, error } = type.optionsSchema.validate(raw);
         if (error) {
             throw new ValidationError(`KMS provider ${entry.id}: ${error.message}`);
         }

@@ -1,0 +1,31 @@
+import { ForbiddenError, ValidationError } from '../../lib/errors';
+import { checkUrl, OutboundBlockedError, type OutboundPolicy } from '../../lib/outbound';
+import type { KmsConfig } from '../../resources/kms-config';
+
+/**
+ * What a tenant may configure through the API. The operator's files (global and tenant kms.json) are trusted; an API
+ * client is not: it must not make the service load a native library or read files of its choosing (pkcs11
+ * `library`, mTLS key files), nor talk to addresses the outbound policy keeps from webhooks (SSRF).
+ */
+export const checkTenantKmsConfig = async (config: KmsConfig, outbound: OutboundPolicy): Promise<void> => {
+    for (const [index, provider] of config.providers.entries()) {
+        const auth = provider.auth as { type?: string; tokenUrl?: string } | undefined;
+        if (provider.type === 'pkcs11' || auth?.type === 'mtls') {
+            throw new ForbiddenError(`Provider ${provider.id}: ${provider.type === 'pkcs11' ? 'pkcs11 providers' : 'mTLS key files'} are configured by the operator in kms.json, not through the API`);
+        }
+        for (const [field, url] of [['baseUrl', provider.baseUrl], ['auth.tokenUrl', auth?.tokenUrl]] as const) {
+            if (typeof url !== 'string') {
+                continue;
+            }
+            try {
+                await checkUrl(outbound, url);
+            }
+            catch (err) {
+                if (err instanceof OutboundBlockedError) {
+                    throw new ValidationError(`Provider ${provider.id}: ${err.message}`, [{ path: `providers.${index}.${field}`, message: err.message }]);
+                }
+                throw new ValidationError(`Provider ${provider.id}: ${field} cannot be resolved`, [{ path: `providers.${index}.${field}`, message: 'cannot be resolved' }]);
+            }
+        }
+    }
+};

@@ -12,6 +12,7 @@ const SENSITIVE_KEYS = new Set([
     'password', 'passphrase', 'secret', 'client_secret', 'clientsecret', 'master_secret', 'mastersecret', 'pin',
     'token', 'access_token', 'refresh_token', 'id_token', 'accesstoken', 'vaulttoken', 'value',
     'code', 'pre-authorized_code', 'preauthorizedcode', 'tx_code', 'txcode', 'code_verifier', 'response_code',
+    'q', 'credential', 'credentials', 'uri', 'credential_offer', 'credential_offer_uri',
     'private_key', 'privatekey', 'privatejwk', 'private_jwk', 'd', 'p', 'q', 'dp', 'dq', 'qi', 'k'
 ]);
 
@@ -34,8 +35,16 @@ export const redactSensitive = (value: unknown, depth = 0): unknown => {
 
 /** Replaces sensitive query parameter values in a URL or query string, e.g. ?pre-authorized_code=… */
 export const redactQuery = (url: string): string =>
-    url.replace(/([?&])([^=&#]+)=([^&#]*)/g, (all, sep: string, key: string) =>
-        SENSITIVE_KEYS.has(decodeURIComponent(key).toLowerCase()) ? `${sep}${key}=${REDACTED}` : all);
+    url.replace(/([?&])([^=&#]+)=([^&#]*)/g, (all, sep: string, key: string) => {
+        let name: string | undefined;
+        try {
+            name = decodeURIComponent(key).toLowerCase();
+        }
+        catch {
+            // A malformed key cannot be read, so it cannot be shown either.
+        }
+        return name === undefined || SENSITIVE_KEYS.has(name) ? `${sep}${key}=${REDACTED}` : all;
+    });
 
 /**
  * The console stays human-readable (pino-pretty, synchronous); LOG_TO_FILE adds JSON lines written synchronously

@@ -18,6 +18,15 @@ export const registerHttpLogger = (server: Hapi.Server, config: Config): void =>
         return;
     }
     server.events.on('response', (request) => {
+        try {
+            logResponse(request);
+        }
+        catch (err) {
+            // A log line must never take the process down.
+            request.server.app.log.warn({ err: (err as Error).message }, 'http log line skipped');
+        }
+    });
+    const logResponse = (request: Hapi.Request) => {
         const response = request.response as Hapi.ResponseObject | null;
         const status = response?.statusCode ?? (request.response as any)?.output?.statusCode;
         const path = config.log.redact ? redactQuery(request.url.pathname + request.url.search) : request.url.pathname + request.url.search;
@@ -31,5 +40,5 @@ export const registerHttpLogger = (server: Hapi.Server, config: Config): void =>
             line.responseBody = captureBody(response.source, config.log.httpResponseBodyMaxLength, config.log.redact);
         }
         (request.app.log ?? request.server.app.log).info(line, 'http');
-    });
+    };
 };

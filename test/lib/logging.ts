@@ -31,6 +31,8 @@ describe('logging', () => {
             body: { client_secret: '[redacted]', nested: [{ privateJwk: '[redacted]' }, { 'pre-authorized_code': '[redacted]' }], name: 'kept' }
         });
         expect(redactQuery('/x?pre-authorized_code=abc&state=1&access_token=t')).to.equal('/x?pre-authorized_code=[redacted]&state=1&access_token=[redacted]');
+        // A malformed key must not throw (it runs in a response listener): it is redacted.
+        expect(redactQuery('/x?%E0=1&q=code')).to.equal('/x?%E0=[redacted]&q=[redacted]');
     });
 
     it('writes JSON lines to LOG_FILE_PATH in order while the console stays human-readable', async () => {

@@ -72,3 +72,22 @@ for (const dialect of DIALECTS) {
         });
     });
 }
+
+describe('OID4VCI wallet endpoints with malformed input', () => {
+    it('answer 400, never 500', async () => {
+        const t = await startTestServer('sqlite', { env: { CONFIG_FOLDER: require('node:path').join(__dirname, '../../examples/config') } });
+        try {
+            const token = async (payload: object) => t.server.inject({ method: 'POST', url: '/issuers/demo/authorize/token', payload });
+            for (const payload of [{ grant_type: 'urn:ietf:params:oauth:grant-type:pre-authorized_code', 'pre-authorized_code': 123 }, { grant_type: 'urn:ietf:params:oauth:grant-type:pre-authorized_code', 'pre-authorized_code': 'x', tx_code: 1234 }, { grant_type: 'urn:ietf:params:oauth:grant-type:pre-authorized_code', 'pre-authorized_code': ['a'] }]) {
+                const res = await token(payload);
+                expect(res.statusCode, JSON.stringify(payload)).to.equal(400);
+                expect((res.result as any).error).to.equal('invalid_request');
+            }
+            const unknown = await t.server.inject({ method: 'GET', url: '/anything?%E0=1' });
+            expect(unknown.statusCode).to.equal(404);
+        }
+        finally {
+            await t.stop();
+        }
+    });
+});

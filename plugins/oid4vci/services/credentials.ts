@@ -69,7 +69,7 @@ export class CredentialService {
             throw credentialError('unknown_credential_identifier', 'This issuer issues no credential identifiers; use credential_configuration_id');
         }
         const configId = body.credential_configuration_id;
-        if (!configId) {
+        if (typeof configId !== 'string' || !configId) {
             throw credentialError('invalid_credential_request', 'credential_configuration_id is required');
         }
         const credential = (session.credentialConfigurationIds ?? []).includes(configId) ? await issuer.credentialConfig(tenantId, configId) : undefined;
@@ -105,7 +105,13 @@ export class CredentialService {
         if (body.proof && body.proof.proof_type !== 'jwt') {
             throw credentialError('invalid_proof', 'Only the jwt proof type is supported');
         }
+        if (body.proofs !== undefined && (typeof body.proofs !== 'object' || body.proofs === null || (body.proofs.jwt !== undefined && !Array.isArray(body.proofs.jwt)))) {
+            throw credentialError('invalid_credential_request', 'proofs.jwt must be an array of JWTs');
+        }
         const jwts = body.proofs?.jwt ?? (body.proof?.jwt ? [body.proof.jwt] : []);
+        if (jwts.some((jwt) => typeof jwt !== 'string')) {
+            throw credentialError('invalid_proof', 'Every proof must be a JWT string');
+        }
         if (!jwts.length) {
             throw credentialError('invalid_proof', 'A proof of possession of the holder key is required');
         }

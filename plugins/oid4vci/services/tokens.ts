@@ -39,8 +39,11 @@ export class TokenEndpoint {
             throw new OAuthError(400, 'unsupported_grant_type', `Only ${PRE_AUTHORIZED_GRANT} is supported`);
         }
         const code = body['pre-authorized_code'];
-        if (!code) {
-            throw new OAuthError(400, 'invalid_request', 'pre-authorized_code is required');
+        if (typeof code !== 'string' || !code) {
+            throw new OAuthError(400, 'invalid_request', 'pre-authorized_code is required as a string');
+        }
+        if (body.tx_code !== undefined && typeof body.tx_code !== 'string') {
+            throw new OAuthError(400, 'invalid_request', 'tx_code must be a string');
         }
         const { sessions, issuer, offers } = this.deps;
         const settings = await issuer.settings(request.tenantId);

@@ -147,7 +147,12 @@ export class PresentationResponses {
                             ?.filter((t) => (JSON.parse(Buffer.from(t, 'base64url').toString('utf8')).credential_ids as string[]).includes(queryId))
                             .map(b64urlSha256);
                         const result = await verifySdJwtPresentation({ presentation: token, clientId: data.clientId, nonce: data.nonce, now, skewSeconds: data.skewSeconds, anchors, ...(hashes?.length ? { transactionDataHashes: hashes } : {}) });
-                        presented.push({ queryId, format: 'dc+sd-jwt', vct: result.vct, claims: result.claims, raw: token });
+                        // Holder binding is required unless the query says otherwise; without it a copied credential
+                        // could be replayed, as no KB-JWT ties it to this nonce and client.
+                        if (!result.keyBound && (query as { require_cryptographic_holder_binding?: boolean }).require_cryptographic_holder_binding !== false) {
+                            throw VerificationFailure.presentation('invalid key binding (the credential is not bound to a holder key)');
+                        }
+                        presented.push({ queryId, format: 'dc+sd-jwt', vct: result.vct, claims: result.claims, raw: token, keyBound: result.keyBound });
                     }
                 }
                 catch (err) {
@@ -241,11 +246,25 @@ export class PresentationResponses {
         }
         const result = await deliverWebhook(this.deps.config.outbound, target, body, this.deps.log);
         const answer = result.body as { redirectUri?: unknown } | undefined;
-        return result.delivered && typeof answer?.redirectUri === 'string' ? answer.redirectUri : undefined;
+        if (!result.delivered || typeof answer?.redirectUri !== 'string') {
+            return undefined;
+        }
+        // An override the wallet could not follow is ignored (logged), never a failure after the result is recorded.
+        try {
+            this.withParams(answer.redirectUri, session.id, {});
+            return answer.redirectUri;
+        }
+        catch {
+            this.deps.log.warn({ sessionId: session.id }, 'webhook answered a redirectUri that is not an http(s) URL; ignored');
+            return undefined;
+        }
     }
 
     private withParams(target: string, sessionId: string, params: Record<string, string>): string {
         const url = new URL(target.replaceAll('{sessionId}', encodeURIComponent(sessionId)));
+        if (!['http:', 'https:'].includes(url.protocol)) {
+            throw new Error('redirect target must be http(s)');
+        }
         for (const [key, value] of Object.entries(params)) {
             url.searchParams.set(key, value);
         }

@@ -42,6 +42,8 @@ const integratedServer = (server: Hapi.Server, config: Config, log: Logger): Aut
     const { db, registry } = server;
     const keys = new ServiceKeys(db, config.auth.tokenTtl);
     const tokens = new TokenService(db, keys, { issuer: config.publicUrl, ttlSeconds: config.auth.tokenTtl });
+    registry.onChange('Client', (_tenantId, id) => tokens.forgetClient(id));
+    registry.onChange('Tenant', () => tokens.forgetAllClients());
     server.ext('onPreStart', async () => {
         await keys.init();
         await bootstrapRootClient(config, registry, db, log);

@@ -23,8 +23,11 @@ export interface IssuedToken {
 }
 
 /** The integrated OAuth2 server: client credentials in, ES256 JWT access tokens out. */
+const CLIENT_CACHE_TTL_MS = 5_000;
+
 export class TokenService implements TokenVerifier {
     readonly audience: string;
+    private readonly clients = new Map<string, { at: number; client: Promise<Pick<ClientModel, 'tenantId' | 'roles'> | undefined> }>();
 
     constructor(
         private readonly db: Database,
@@ -32,6 +35,27 @@ export class TokenService implements TokenVerifier {
         private readonly options: { issuer: string; ttlSeconds: number }
     ) {
         this.audience = `${options.issuer}/api`;
+    }
+
+    /** A client changed or went: its tokens are judged against the new state at once in this process. */
+    forgetClient(clientId: string): void {
+        this.clients.delete(clientId);
+    }
+
+    /** A tenant went with all its clients. */
+    forgetAllClients(): void {
+        this.clients.clear();
+    }
+
+    /** The client as it is now, read at most every few seconds (other replicas' changes apply within that). */
+    private currentClient(clientId: string) {
+        const hit = this.clients.get(clientId);
+        if (hit && Date.now() - hit.at < CLIENT_CACHE_TTL_MS) {
+            return hit.client;
+        }
+        const client = this.db.model(ClientModel).query().findById(clientId).select('tenantId', 'roles').then((row) => row ?? undefined);
+        this.clients.set(clientId, { at: Date.now(), client });
+        return client;
     }
 
     async clientCredentials(clientId: string, secret: string, viaBasic: boolean): Promise<IssuedToken> {
@@ -101,6 +125,13 @@ export class TokenService implements TokenVerifier {
         if (!Array.isArray(roles) || !roles.every((r) => typeof r === 'string')) {
             throw new InvalidTokenError('The token carries no roles');
         }
-        return { clientId: payload.sub!, tenantId: typeof payload.tenant_id === 'string' ? payload.tenant_id : undefined, roles };
+        const tenantId = typeof payload.tenant_id === 'string' ? payload.tenant_id : undefined;
+        // Tokens are self-contained, but a deleted client (or tenant) must not keep acting, nor a client keep roles
+        // taken from it, until the token expires.
+        const client = await this.currentClient(payload.sub!);
+        if (!client || (client.tenantId ?? undefined) !== tenantId) {
+            throw new InvalidTokenError('The client of this token no longer exists');
+        }
+        return { clientId: payload.sub!, tenantId, roles: roles.filter((r) => client.roles.includes(r)) };
     }
 }

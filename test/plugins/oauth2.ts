@@ -145,6 +145,21 @@ for (const dialect of DIALECTS) {
             expect(res.statusCode).to.equal(403);
         });
 
+        it('stops honouring a token once its client is deleted, and the roles taken from a client', async () => {
+            const rootAuth = { authorization: `Bearer ${await rootToken()}` };
+            await t.server.inject({ method: 'POST', url: '/api/tenants', payload: { id: 'revoke', name: 'Revoke' }, headers: rootAuth });
+            const created = await t.server.inject({ method: 'POST', url: '/api/clients', payload: { clientId: 'shortlived', roles: ['tenant:admin'], tenantId: 'revoke' }, headers: rootAuth });
+            const issued = (await token({ grant_type: 'client_credentials', client_id: 'shortlived', client_secret: (created.result as any).clientSecret })).result as any;
+            const auth = { authorization: `Bearer ${issued.access_token}` };
+            expect((await t.server.inject({ url: '/api/key-chain', headers: auth })).statusCode).to.equal(200);
+            await t.server.inject({ method: 'PATCH', url: '/api/clients/shortlived?tenantId=revoke', payload: { roles: ['tenant:read'] }, headers: rootAuth });
+            expect((await t.server.inject({ method: 'POST', url: '/api/key-chain', payload: { id: 'k', usageType: 'access' }, headers: auth })).statusCode).to.equal(403);
+            await t.server.inject({ method: 'DELETE', url: '/api/clients/shortlived?tenantId=revoke', headers: rootAuth });
+            const gone = await t.server.inject({ url: '/api/key-chain', headers: auth });
+            expect(gone.statusCode).to.equal(401);
+            expect(gone.headers['www-authenticate']).to.contain('no longer exists');
+        });
+
         it('rotates the signing key and keeps accepting tokens of the previous key', async () => {
             const before = await rootToken();
             const keys = new ServiceKeys(t.server.db, t.config.auth.tokenTtl);

@@ -91,6 +91,10 @@ export class KeyChainService implements KeyChainMaterial {
             chain = keySource.certificateChain;
         }
         else if (keySource?.type === 'external-reference') {
+            // Providers of the global kms.json are shared by every tenant: a key there could be another tenant's.
+            if (!(await this.deps.kms.isTenantProvider(tenantId, entry.id))) {
+                throw new ValidationError(`External keys can be referenced only in the tenant's own KMS providers, not in the shared provider ${entry.id}`, [{ path: 'keySource.provider', message: 'must be a provider of the tenant\'s own kms.json' }]);
+            }
             keyRef = keySource.externalKeyId;
             publicJwk = await this.provePossession(store, entry.id, keyRef, keySource.publicJwk);
             chain = keySource.certificateChain;

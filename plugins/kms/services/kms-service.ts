@@ -57,6 +57,12 @@ export class KmsService {
         return config;
     }
 
+    /** Whether a provider comes from the tenant's own configuration (not the shared global kms.json or db). */
+    async isTenantProvider(tenantId: string, providerId: string): Promise<boolean> {
+        const own = await this.deps.registry.get<KmsConfig>(this.deps.db, { tenantId, clientId: 'system:kms', roles: [] }, 'KmsConfig');
+        return !!own?.spec.providers.some((p) => p.id === providerId) || providerId === 'db';
+    }
+
     async provider(tenantId: string, providerId?: string): Promise<{ entry: KmsProviderEntry; store: KeyStore }> {
         const config = await this.effectiveConfig(tenantId);
         const id = providerId ?? config.defaultProvider ?? 'db';

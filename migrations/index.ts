@@ -5,6 +5,7 @@ import * as kms from './20261125_0003_kms';
 import * as sessions from './20261125_0004_sessions';
 import * as sessionLogs from './20261125_0005_session_logs';
 import * as sessionSearch from './20261125_0006_session_search';
+import * as clientLockout from './20261125_0007_client_lockout_in_memory';
 
 export interface Migration {
     name: string;
@@ -19,5 +20,6 @@ export const migrations: Migration[] = [
     { name: '20261125_0003_kms', ...kms },
     { name: '20261125_0004_sessions', ...sessions },
     { name: '20261125_0005_session_logs', ...sessionLogs },
-    { name: '20261125_0006_session_search', ...sessionSearch }
+    { name: '20261125_0006_session_search', ...sessionSearch },
+    { name: '20261125_0007_client_lockout_in_memory', ...clientLockout }
 ];

@@ -87,7 +87,7 @@ const clientStore: ResourceStore<Client> = {
         };
         const secretHash = spec.secret && spec.secret !== GENERATE_SECRET ? scope.db.secretHasher.hash(spec.secret) : undefined;
         if (existing) {
-            await Clients.query(scope.trx).findById(id).patch({ ...row, ...(secretHash ? { secretHash, failedAttempts: 0, lockedUntil: null } : {}) });
+            await Clients.query(scope.trx).findById(id).patch({ ...row, ...(secretHash ? { secretHash } : {}) });
             return;
         }
         if (await Clients.query(scope.trx).findById(id)) {
@@ -99,7 +99,6 @@ const clientStore: ResourceStore<Client> = {
             tenantId: scope.tenantId,
             ...row,
             secretHash: secretHash ?? scope.db.secretHasher.hash(generateClientSecret()),
-            failedAttempts: 0,
             createdAt: now
         });
     },

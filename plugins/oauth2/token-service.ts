@@ -4,14 +4,10 @@ import * as Jose from 'jose';
 import type { Database } from '../../lib/db/database';
 import { ClientModel } from '../../lib/db/models/client';
 import { OAuthError } from '../../lib/errors';
+import { AuthFailures } from './auth-failures';
 import type { ServiceKeys } from './service-keys';
 import { InvalidTokenError, type TokenVerifier } from './verifier';
 
-/**
- * Brute-force policy: after MAX_FAILURES consecutive wrong secrets for one client id, that client is locked for
- * LOCK_SECONDS (even the right secret is refused meanwhile); the counter resets on success or when a lock starts.
- */
-export const LOCKOUT = { maxFailures: 10, lockSeconds: 300 };
 
 const invalidClient = (description: string, basic: boolean) =>
     new OAuthError(401, 'invalid_client', description, basic ? { 'WWW-Authenticate': 'Basic realm="hallmark"' } : undefined);
@@ -27,6 +23,7 @@ const CLIENT_CACHE_TTL_MS = 5_000;
 
 export class TokenService implements TokenVerifier {
     readonly audience: string;
+    private readonly authFailures = new AuthFailures();
     private readonly clients = new Map<string, { at: number; client: Promise<Pick<ClientModel, 'tenantId' | 'roles'> | undefined> }>();
 
     constructor(
@@ -40,6 +37,7 @@ export class TokenService implements TokenVerifier {
     /** A client changed or went: its tokens are judged against the new state at once in this process. */
     forgetClient(clientId: string): void {
         this.clients.delete(clientId);
+        this.authFailures.forgetClient(clientId);
     }
 
     /** A tenant went with all its clients. */
@@ -58,35 +56,22 @@ export class TokenService implements TokenVerifier {
         return client;
     }
 
-    async clientCredentials(clientId: string, secret: string, viaBasic: boolean): Promise<IssuedToken> {
-        const Clients = this.db.model(ClientModel);
-        const client = await Clients.query().findById(clientId);
+    async clientCredentials(clientId: string, secret: string, viaBasic: boolean, source: string): Promise<IssuedToken> {
+        const client = await this.db.model(ClientModel).query().findById(clientId);
         if (!client) {
             // Same work as a real check, so timing does not tell which client ids exist.
             this.db.secretHasher.verify(secret, 'hmac-sha256.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA');
             throw invalidClient('Client authentication failed', viaBasic);
         }
-        if (client.lockedUntil && Date.parse(client.lockedUntil) > Date.now()) {
+        if (this.authFailures.isLocked(clientId, source)) {
             throw invalidClient('Client authentication failed: too many failed attempts, try again later', viaBasic);
         }
         if (!this.db.secretHasher.verify(secret, client.secretHash)) {
-            await this.recordFailure(client);
+            this.authFailures.recordFailure(clientId, source);
             throw invalidClient('Client authentication failed', viaBasic);
         }
-        if (client.failedAttempts > 0 || client.lockedUntil) {
-            await Clients.query().findById(clientId).patch({ failedAttempts: 0, lockedUntil: null });
-        }
+        this.authFailures.recordSuccess(clientId, source);
         return this.issue(client);
-    }
-
-    private async recordFailure(client: ClientModel): Promise<void> {
-        const Clients = this.db.model(ClientModel);
-        await Clients.query().findById(client.clientId).increment('failedAttempts', 1);
-        const after = await Clients.query().findById(client.clientId).select('failedAttempts');
-        if (after && after.failedAttempts >= LOCKOUT.maxFailures) {
-            await Clients.query().findById(client.clientId)
-                .patch({ failedAttempts: 0, lockedUntil: new Date(Date.now() + LOCKOUT.lockSeconds * 1000).toISOString() });
-        }
     }
 
     private async issue(client: ClientModel): Promise<IssuedToken> {

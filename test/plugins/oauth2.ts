@@ -7,7 +7,7 @@ import { createServer } from '../../lib/compose';
 import { manifest } from '../../manifests/default';
 import { ServiceKeyModel } from '../../lib/db/models/service-key';
 import { ServiceKeys } from '../../plugins/oauth2/service-keys';
-import { LOCKOUT } from '../../plugins/oauth2/token-service';
+import { LOCKOUT } from '../../plugins/oauth2/auth-failures';
 import { DIALECTS } from '../helpers/databases';
 import { ROOT_CLIENT, startTestServer, testEnv, type TestServer } from '../helpers/server';
 import Pino from 'pino';
@@ -85,21 +85,48 @@ for (const dialect of DIALECTS) {
             expect(JSON.stringify(row)).to.not.contain(ROOT_CLIENT.secret);
         });
 
-        it('locks a client for a while after repeated wrong secrets, then lets it in again', async () => {
+        it('locks a client for a while from the address that sent repeated wrong secrets, not from elsewhere', async () => {
             const rootAuth = { authorization: `Bearer ${await rootToken()}` };
             await t.server.inject({ method: 'POST', url: '/api/tenants', payload: { id: 'lockout', name: 'Lockout' }, headers: rootAuth });
             const created = await t.server.inject({ method: 'POST', url: '/api/clients', payload: { clientId: 'lock-me', roles: ['tenant:read'], tenantId: 'lockout' }, headers: rootAuth });
             const secret = (created.result as any).clientSecret;
+            const tokenFrom = (remoteAddress: string, clientSecret: string) =>
+                t.server.inject({ method: 'POST', url: '/api/oauth2/token', remoteAddress, payload: { grant_type: 'client_credentials', client_id: 'lock-me', client_secret: clientSecret } });
             for (let i = 0; i < LOCKOUT.maxFailures; i++) {
-                expect((await token({ grant_type: 'client_credentials', client_id: 'lock-me', client_secret: `wrong-${i}` })).statusCode).to.equal(401);
+                expect((await tokenFrom('198.51.100.7', `wrong-${i}`)).statusCode).to.equal(401);
             }
-            const locked = await token({ grant_type: 'client_credentials', client_id: 'lock-me', client_secret: secret });
+            const locked = await tokenFrom('198.51.100.7', secret);
             expect(locked.statusCode).to.equal(401);
             expect((locked.result as any).error_description).to.contain('too many failed attempts');
-            // Other clients are not affected.
+            // The real client elsewhere and other clients are not affected.
+            expect((await tokenFrom('203.0.113.9', secret)).statusCode).to.equal(200);
             expect((await token({ grant_type: 'client_credentials', client_id: ROOT_CLIENT.id, client_secret: ROOT_CLIENT.secret })).statusCode).to.equal(200);
-            await t.server.db.knex('clients').where({ client_id: 'lock-me' }).update({ locked_until: new Date(Date.now() - 1000).toISOString() });
-            expect((await token({ grant_type: 'client_credentials', client_id: 'lock-me', client_secret: secret })).statusCode).to.equal(200);
+            const realNow = Date.now;
+            Date.now = () => realNow() + LOCKOUT.lockSeconds * 1000 + 1000;
+            try {
+                expect((await tokenFrom('198.51.100.7', secret)).statusCode).to.equal(200);
+            }
+            finally {
+                Date.now = realNow;
+            }
+            // A success reset the count: one more wrong secret does not lock again.
+            expect((await tokenFrom('198.51.100.7', 'wrong-again')).statusCode).to.equal(401);
+            expect((await tokenFrom('198.51.100.7', secret)).statusCode).to.equal(200);
+        });
+
+        it('a changed client starts every source address afresh', async () => {
+            const rootAuth = { authorization: `Bearer ${await rootToken()}` };
+            await t.server.inject({ method: 'POST', url: '/api/tenants', payload: { id: 'lockout2', name: 'Lockout 2' }, headers: rootAuth });
+            const created = await t.server.inject({ method: 'POST', url: '/api/clients', payload: { clientId: 'lock-me-2', roles: ['tenant:read'], tenantId: 'lockout2' }, headers: rootAuth });
+            expect(created.statusCode).to.equal(201);
+            const tokenWith = (clientSecret: string) =>
+                t.server.inject({ method: 'POST', url: '/api/oauth2/token', remoteAddress: '198.51.100.8', payload: { grant_type: 'client_credentials', client_id: 'lock-me-2', client_secret: clientSecret } });
+            for (let i = 0; i < LOCKOUT.maxFailures; i++) {
+                await tokenWith(`wrong-${i}`);
+            }
+            const rotated = await t.server.inject({ method: 'POST', url: '/api/clients/lock-me-2/rotate-secret?tenantId=lockout2', headers: rootAuth });
+            expect(rotated.statusCode).to.equal(200);
+            expect((await tokenWith((rotated.result as any).clientSecret)).statusCode).to.equal(200);
         });
 
         it('rejects missing, malformed, expired, foreign, unsigned and wrongly issued bearer tokens with 401 and WWW-Authenticate', async () => {

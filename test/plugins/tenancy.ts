@@ -94,7 +94,7 @@ for (const dialect of DIALECTS) {
             const now = new Date().toISOString();
             await t.server.db.model(ClientModel).query().insert({
                 clientId, tenantId, description: null, roles, allowedPresentationConfigs: null, allowedIssuanceConfigs: null,
-                secretHash: t.server.db.secretHasher.hash(secret), failedAttempts: 0, generation: 1, ownership: 'unmanaged', createdAt: now, updatedAt: now
+                secretHash: t.server.db.secretHasher.hash(secret), generation: 1, ownership: 'unmanaged', createdAt: now, updatedAt: now
             });
             return tokenFor(t.server, clientId, secret);
         };

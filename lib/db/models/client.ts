@@ -12,8 +12,6 @@ export class ClientModel extends BaseModel {
     allowedPresentationConfigs!: string[] | null;
     allowedIssuanceConfigs!: string[] | null;
     secretHash!: string;
-    failedAttempts!: number;
-    lockedUntil!: string | null;
     generation!: number;
     ownership!: 'unmanaged' | 'file-managed';
     createdAt!: string;

@@ -66,7 +66,7 @@ export const tokenRoutes = (tokens: TokenService): ServerRoute[] => [{
         if (basic && body.client_id && body.client_id !== basic.id) {
             throw new OAuthError(400, 'invalid_request', 'client_id does not match the Basic credentials');
         }
-        const token = await tokens.clientCredentials(id, secret, !!basic);
+        const token = await tokens.clientCredentials(id, secret, !!basic, request.info.remoteAddress);
         return h.response(token).header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
     }
 }];

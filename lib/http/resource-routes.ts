@@ -107,9 +107,10 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 if (!found) {
                     throw new NotFoundError(`${kind.kind} not found`);
                 }
-                // Merge the raw body: defaults of the partial schema must not overwrite stored values.
+                // Merge the raw body: defaults of the partial schema must not overwrite stored values. Stored secrets go
+                // through restoreRedacted like sent-back ones, so a PATCH of a URL alone does not carry them along.
                 const raw = request.orig.payload as Record<string, unknown>;
-                const merged = restoreRedacted({ ...found.spec as object, ...raw }, found.spec, kind.secrets);
+                const merged = restoreRedacted({ ...redactSecrets(found.spec as object, kind.secrets), ...raw }, found.spec, kind.secrets);
                 const result = await registry.write(db, ctx, kind.kind, merged, { mode: 'update' });
                 return answer(result.resource);
             }

@@ -22,4 +22,15 @@ describe('secret redaction', () => {
         expect(restoreRedacted({ auth: { config: { value: 'new-secret' } }, name: '[redacted]' }, { auth: { config: { value: 'old' } }, name: 'x' }, paths))
             .to.equal({ auth: { config: { value: 'new-secret' } }, name: '[redacted]' });
     });
+
+    it('never keeps a stored secret when a URL on its way changed', () => {
+        const webhook = { url: 'https://hooks.example/in', auth: { type: 'apiKey', config: { headerName: 'X', value: 's3cret' } } };
+        const redirected = { url: 'https://attacker.example/in', auth: { type: 'apiKey', config: { headerName: 'X', value: '[redacted]' } } };
+        expect(restoreRedacted(redirected, webhook, paths).auth.config.value).to.be.undefined();
+        expect(restoreRedacted({ ...redirected, url: webhook.url }, webhook, paths).auth.config.value).to.equal('s3cret');
+        // Per list entry: a moved KMS provider loses its token, an unmoved one keeps its own.
+        const stored = { providers: [{ id: 'a', baseUrl: 'https://kms-a.example', auth: { type: 'bearer', token: 'ta' } }, { id: 'b', baseUrl: 'https://kms-b.example', auth: { type: 'bearer', token: 'tb' } }] };
+        const sent = { providers: [{ id: 'a', baseUrl: 'https://evil.example', auth: { type: 'bearer', token: '[redacted]' } }, { id: 'b', baseUrl: 'https://kms-b.example', auth: { type: 'bearer', token: '[redacted]' } }] };
+        expect(restoreRedacted(sent, stored, paths).providers.map((p) => p.auth.token)).to.equal([undefined, 'tb']);
+    });
 });

@@ -24,6 +24,9 @@ interface AuthMode {
 
 const externalProvider = (server: Hapi.Server, oidc: OidcConfig, config: Config, log: Logger): AuthMode => {
     const verifier = new OidcVerifier({ issuer: oidc.issuer, internalIssuer: oidc.internalIssuer, audience: oidc.audience, tenantClaim: oidc.tenantClaim, log });
+    if (!oidc.audience) {
+        log.warn('OIDC_AUDIENCE is not set: tokens the provider issued for any audience are accepted; set it to this service\'s audience');
+    }
     server.ext('onPreStart', async () => {
         // A provider that is not up yet must not keep the service down: discovery is retried on the first token.
         await verifier.init().catch((err: Error) => log.warn({ err: err.message }, 'OIDC discovery failed; retrying on the first request'));

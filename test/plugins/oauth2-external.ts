@@ -1,5 +1,7 @@
 import { expect } from '@hapi/code';
+import { Writable } from 'node:stream';
 import * as Lab from '@hapi/lab';
+import Pino from 'pino';
 import { FakeKeycloak } from '../fixtures/fake-keycloak';
 import { AUDIENCE, Idp, signingKey } from '../fixtures/oidc-idp';
 import { DIALECTS } from '../helpers/databases';
@@ -73,6 +75,29 @@ describe('external OIDC mode with Keycloak', () => {
         }
         finally {
             await kc.stop();
+        }
+    });
+});
+
+describe('external OIDC mode without an audience', () => {
+    const startLogging = async (idp: Idp, env: Record<string, string>) => {
+        const lines: Array<{ level: number; msg: string }> = [];
+        const sink = new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(chunk.toString())); done(); } });
+        const t = await startTestServer('sqlite', { env: { OIDC: idp.issuer, AUTH_CLIENT_ID: '', AUTH_CLIENT_SECRET: '', ...env }, logger: Pino({ level: 'warn' }, sink) });
+        await t.stop();
+        return lines.filter((l) => l.msg.includes('OIDC_AUDIENCE'));
+    };
+
+    it('warns at start that tokens for any audience are accepted, and not when one is set', async () => {
+        const idp = await Idp.start([await signingKey('k1')]);
+        try {
+            const warnings = await startLogging(idp, {});
+            expect(warnings).to.have.length(1);
+            expect(warnings[0]!.level).to.equal(40);
+            expect(await startLogging(idp, { OIDC_AUDIENCE: AUDIENCE })).to.equal([]);
+        }
+        finally {
+            await idp.stop();
         }
     });
 });

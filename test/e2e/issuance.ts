@@ -459,7 +459,7 @@ for (const dialect of DIALECTS) {
 
         it('resolves the webhook target when the offer is created (spec 6.2)', async () => {
             const created = await offerFor('pid', { webhookEndpointId: 'moving' });
-            const moved = await api(admins.acme!, 'PATCH', '/api/issuer/webhook-endpoints/moving', { url: `${receiver.url}/after` });
+            const moved = await api(admins.acme!, 'PATCH', '/api/issuer/webhook-endpoints/moving', { url: `${receiver.url}/after`, auth: { type: 'apiKey', config: { headerName: 'x-hook-key', value: 'hook-secret-456' } } });
             expect(moved.status, moved.payload).to.equal(200);
             const wallet = new Wallet();
             const received = await wallet.receive(created.uri, { configurationId: 'pid' });

@@ -1,60 +1,17 @@
 import * as Lab from '@hapi/lab';
 import { expect } from '@hapi/code';
-import type { ErrorDetail } from '../../lib/errors';
 import type { ResourceKind } from '../../lib/registry/kind';
-import { Registry } from '../../lib/registry/registry';
 import { REDACTED, redactSecrets } from '../../lib/registry/secrets';
 import { attributeProviderKind, type AttributeProvider } from '../../resources/attribute-provider';
 import { credentialConfigKind, type CredentialConfig, type EmbeddedDisclosurePolicy } from '../../resources/credential-config';
 import { issuanceConfigKind } from '../../resources/issuance-config';
-import { keyChainKind, type KeyChainMaterial } from '../../resources/key-chain';
-import { kmsConfigKind } from '../../resources/kms-config';
-import { tenantKind } from '../../resources/tenant';
 import { webhookEndpointKind, type WebhookEndpoint } from '../../resources/webhook-endpoint';
+import { validationRegistry, variant } from '../helpers/kind-validation';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
 
-// Validation never touches key material; a call would mean the test reached the store.
-const noMaterial: KeyChainMaterial = {
-    create: () => Promise.reject(new Error('no key material in validation tests')),
-    replace: () => Promise.reject(new Error('no key material in validation tests')),
-    remove: () => Promise.reject(new Error('no key material in validation tests')),
-    holds: () => Promise.reject(new Error('no key material in validation tests'))
-};
-
-const registry = new Registry();
-registry.register(tenantKind);
-registry.register(kmsConfigKind(new Map(), async () => undefined));
-registry.register(keyChainKind(noMaterial));
-registry.register(webhookEndpointKind);
-registry.register(attributeProviderKind);
-registry.register(credentialConfigKind);
-registry.register(issuanceConfigKind);
-registry.seal();
-
-const valid = <T>(kind: ResourceKind<T>, spec: unknown, version?: number): T => registry.validate(kind, spec, version).spec;
-
-/** The details of the ValidationError the spec is rejected with. */
-const problems = (kind: ResourceKind, spec: unknown, version?: number): ErrorDetail[] => {
-    try {
-        registry.validate(kind, spec, version);
-    }
-    catch (err) {
-        expect((err as { status?: number }).status).to.equal(400);
-        return (err as { details: ErrorDetail[] }).details;
-    }
-    throw new Error('expected the spec to be rejected');
-};
-
-const paths = (kind: ResourceKind, spec: unknown, version?: number): string[] => problems(kind, spec, version).map((d) => d.path);
-
-/** A deep copy of `base` changed by `change`: every reject test starts from a valid document. */
-const variant = <T>(base: T, change: (copy: any) => void): T => {
-    const copy = structuredClone(base);
-    change(copy);
-    return copy;
-};
+const { registry, valid, problems, paths } = validationRegistry([webhookEndpointKind, attributeProviderKind, credentialConfigKind, issuanceConfigKind]);
 
 const pid: CredentialConfig = {
     id: 'pid-sd-jwt',

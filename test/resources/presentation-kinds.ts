@@ -3,10 +3,6 @@ import * as Lab from '@hapi/lab';
 import { expect } from '@hapi/code';
 import * as X509 from '@peculiar/x509';
 import type { ErrorDetail } from '../../lib/errors';
-import type { ResourceKind } from '../../lib/registry/kind';
-import { Registry } from '../../lib/registry/registry';
-import { keyChainKind, type KeyChainMaterial } from '../../resources/key-chain';
-import { kmsConfigKind } from '../../resources/kms-config';
 import {
     checkTransactionDataCredentialIds,
     presentationConfigKind,
@@ -15,53 +11,14 @@ import {
     type PresentationConfig,
     type PresentationConfigInput
 } from '../../resources/presentation-config';
-import { tenantKind } from '../../resources/tenant';
 import { trustListKind, type TrustList } from '../../resources/trust-list';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
+import { validationRegistry, variant } from '../helpers/kind-validation';
 
 export const lab = Lab.script();
 const { describe, it, before } = lab;
 
-// Validation never touches key material; a call would mean the test reached the store.
-const noMaterial: KeyChainMaterial = {
-    create: () => Promise.reject(new Error('no key material in validation tests')),
-    replace: () => Promise.reject(new Error('no key material in validation tests')),
-    remove: () => Promise.reject(new Error('no key material in validation tests')),
-    holds: () => Promise.reject(new Error('no key material in validation tests'))
-};
-
-const registry = new Registry();
-registry.register(tenantKind);
-// The key chain kind depends on KmsConfig.
-registry.register(kmsConfigKind(new Map(), async () => undefined));
-registry.register(keyChainKind(noMaterial));
-registry.register(webhookEndpointKind);
-registry.register(trustListKind);
-registry.register(presentationConfigKind);
-registry.seal();
-
-const valid = <T>(kind: ResourceKind<T>, spec: unknown, version?: number): T => registry.validate(kind, spec, version).spec;
-
-/** The details of the ValidationError the spec is rejected with. */
-const problems = (kind: ResourceKind, spec: unknown, version?: number): ErrorDetail[] => {
-    try {
-        registry.validate(kind, spec, version);
-    }
-    catch (err) {
-        expect((err as { status?: number }).status).to.equal(400);
-        return (err as { details: ErrorDetail[] }).details;
-    }
-    throw new Error('expected the spec to be rejected');
-};
-
-const paths = (kind: ResourceKind, spec: unknown, version?: number): string[] => problems(kind, spec, version).map((d) => d.path);
-
-/** A deep copy of `base` changed by `change`: every reject test starts from a valid document. */
-const variant = <T>(base: T, change: (copy: any) => void): T => {
-    const copy = structuredClone(base);
-    change(copy);
-    return copy;
-};
+const { registry, valid, problems, paths } = validationRegistry([webhookEndpointKind, trustListKind, presentationConfigKind]);
 
 const schemaOf = (version: number) => `https://schemas.hallmark.dev/config/v${version}/PresentationConfigFile.schema.json`;
 

@@ -1,7 +1,6 @@
 import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
-import * as X509 from '@peculiar/x509';
 import * as Jose from 'jose';
 import { issueMdoc } from '../../plugins/oid4vci/formats/mdoc';
 import { issueSdJwtVc } from '../../plugins/oid4vci/formats/sd-jwt';
@@ -10,6 +9,7 @@ import { DIALECTS } from '../helpers/databases';
 import { Holder, newHolderKey, x509Hash, type HeldCredential, type HolderKey, type HolderRequest, type WalletAnswer } from '../helpers/holder';
 import { startTestServer, type TestServer } from '../helpers/server';
 import { freePort, startReceiver as startReceiverOn } from '../helpers/net';
+import { DAY, party } from '../helpers/pki';
 
 /**
  * OpenID4VP verification end to end, over real HTTP, with a holder built on @openid4vc/openid4vp: signed request
@@ -24,7 +24,6 @@ const { describe, it, before, after } = lab;
 const DOCTYPE = 'org.iso.18013.5.1.mDL';
 const NS = 'org.iso.18013.5.1';
 const PID_VCT = 'urn:eudi:pid:1';
-const DAY = 86_400_000;
 
 /** Spec 7.2, verbatim. */
 const MESSAGES = {
@@ -69,34 +68,10 @@ const startReceiver = () => startReceiverOn((path) => path.startsWith('/redirect
 
 /** An issuer chain made outside the service: a valid root CA and an issuer certificate that expired yesterday. */
 const expiredIssuerChain = async () => {
-    const subtle = Crypto.webcrypto.subtle;
-    const EC = { name: 'ECDSA', namedCurve: 'P-256' } as const;
-    const SIGN = { name: 'ECDSA', hash: 'SHA-256' } as const;
-    const now = Date.now();
-    const rootKeys = await subtle.generateKey(EC, true, ['sign', 'verify']) as Crypto.webcrypto.CryptoKeyPair;
-    const leafKeys = await subtle.generateKey(EC, true, ['sign', 'verify']) as Crypto.webcrypto.CryptoKeyPair;
-    const root = await X509.X509CertificateGenerator.createSelfSigned({
-        serialNumber: '01',
-        name: 'C=DE, CN=Expired Test Root CA',
-        notBefore: new Date(now - 400 * DAY),
-        notAfter: new Date(now + 3650 * DAY),
-        signingAlgorithm: SIGN,
-        keys: rootKeys as never,
-        extensions: [new X509.BasicConstraintsExtension(true, undefined, true), new X509.KeyUsagesExtension(X509.KeyUsageFlags.keyCertSign | X509.KeyUsageFlags.cRLSign, true)]
-    });
-    const leaf = await X509.X509CertificateGenerator.create({
-        serialNumber: '02',
-        subject: 'C=DE, CN=Expired Test Issuer',
-        issuer: root.subject,
-        notBefore: new Date(now - 30 * DAY),
-        notAfter: new Date(now - DAY),
-        signingAlgorithm: SIGN,
-        publicKey: leafKeys.publicKey as never,
-        signingKey: rootKeys.privateKey as never,
-        extensions: [new X509.BasicConstraintsExtension(false, undefined, true), new X509.KeyUsagesExtension(X509.KeyUsageFlags.digitalSignature, true)]
-    });
-    const { kty, crv, x, y, d } = await subtle.exportKey('jwk', leafKeys.privateKey);
-    return { rootPem: root.toString('pem'), leafPem: leaf.toString('pem'), privateJwk: { kty, crv, x, y, d } };
+    const root = await party('Expired Test Root CA', null, { ca: true, from: -400 * DAY, to: 3650 * DAY });
+    const leaf = await party('Expired Test Issuer', root, { from: -30 * DAY, to: -DAY });
+    const { kty, crv, x, y, d } = leaf.privateJwk;
+    return { rootPem: root.cert.toString('pem'), leafPem: leaf.cert.toString('pem'), privateJwk: { kty, crv, x, y, d } };
 };
 
 const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base64url');

@@ -2,42 +2,16 @@ import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { cborDecode, cborEncode, DataItem, DateOnly, DeviceResponse, Document, IssuerSignedDocument, MDoc, type PresentationDefinition } from '@animo-id/mdoc';
-import * as X509 from '@peculiar/x509';
 import type { JWK } from 'jose';
 import { mdocContext } from '../../lib/mdoc/context';
 import { FAILURE_MESSAGES, VerificationFailure } from '../../lib/verify/failures';
 import { openid4vpSessionTranscript, verifyMdocPresentation, type MdocPresentationInput } from '../../lib/verify/mdoc';
 import type { TrustAnchor } from '../../lib/verify/trust';
+import { DAY, party, type Party } from '../helpers/pki';
 
 export const lab = Lab.script();
 const { describe, it, before } = lab;
 
-// Test PKI (P-256): a root CA (IACA), issuer leaves (valid, expired, from an untrusted root).
-type KeyPair = Crypto.webcrypto.CryptoKeyPair;
-interface Party { keys: KeyPair; cert: X509.X509Certificate; privateJwk: JWK }
-
-const subtle = Crypto.webcrypto.subtle;
-const EC = { name: 'ECDSA', namedCurve: 'P-256' } as const;
-const SIGN = { name: 'ECDSA', hash: 'SHA-256' } as const;
-const DAY = 86_400_000;
-
-const party = async (name: string, issuer: Party | null, options: { ca?: boolean; from?: number; to?: number } = {}): Promise<Party> => {
-    const keys = await subtle.generateKey(EC, true, ['sign', 'verify']) as KeyPair;
-    const now = Date.now();
-    const common = {
-        serialNumber: Crypto.randomBytes(8).toString('hex').replace(/^[89a-f]/, '1'),
-        notBefore: new Date(now + (options.from ?? -DAY)),
-        notAfter: new Date(now + (options.to ?? 365 * DAY)),
-        signingAlgorithm: SIGN,
-        extensions: options.ca
-            ? [new X509.BasicConstraintsExtension(true, undefined, true), new X509.KeyUsagesExtension(X509.KeyUsageFlags.keyCertSign, true)]
-            : [new X509.BasicConstraintsExtension(false, undefined, true), new X509.KeyUsagesExtension(X509.KeyUsageFlags.digitalSignature, true)]
-    };
-    const cert = issuer
-        ? await X509.X509CertificateGenerator.create({ ...common, subject: `C=DE, CN=${name}`, issuer: issuer.cert.subject, publicKey: keys.publicKey as never, signingKey: issuer.keys.privateKey as never })
-        : await X509.X509CertificateGenerator.createSelfSigned({ ...common, name: `C=DE, CN=${name}`, keys: keys as never });
-    return { keys, cert, privateJwk: await subtle.exportKey('jwk', keys.privateKey) as JWK };
-};
 const anchorOf = (p: Party, serviceType: TrustAnchor['serviceType'] = 'eaa-issuance'): TrustAnchor => ({ certificate: p.cert.toString('pem'), serviceType });
 
 const deviceKey = () => {

@@ -1,25 +1,11 @@
 import Crypto from 'node:crypto';
-import { Agent, request } from 'node:http';
+import { closedLoop, cryptoSpeed, httpClient } from './load';
 import { percentile, printTable } from './table';
 import { post, ROOT, startService } from './service';
 
 const WALLETS = Number(process.env.HALLMARK_BENCH_WALLETS ?? 8);
 const DURATION_MS = 10_000;
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-
-const call = (url: string, method: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> =>
-    new Promise((resolve, reject) => {
-        const req = request(url, { method, agent, headers: { ...(body ? { 'content-length': Buffer.byteLength(body) } : {}), ...headers } }, (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c) => chunks.push(c));
-            res.on('end', () => {
-                const text = Buffer.concat(chunks).toString();
-                resolve({ status: res.statusCode!, json: text ? JSON.parse(text) : undefined });
-            });
-        });
-        req.on('error', reject);
-        req.end(body);
-    });
+const { call, close } = httpClient();
 
 const b64 = (v: object | Buffer) => Buffer.from(Buffer.isBuffer(v) ? v : JSON.stringify(v)).toString('base64url');
 
@@ -29,26 +15,6 @@ const proofJwt = (audience: string, nonce: string) => {
     const { kty, crv, x, y } = publicKey.export({ format: 'jwk' });
     const input = `${b64({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: { kty, crv, x, y } })}.${b64({ aud: audience, nonce, iat: Math.floor(Date.now() / 1000) })}`;
     return `${input}.${b64(Crypto.sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' }))}`;
-};
-
-/** How many ES256 signs and verifies node:crypto does per second on this machine, one core. */
-const es256Speed = () => {
-    const { privateKey, publicKey } = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const data = Crypto.randomBytes(300);
-    const time = (fn: () => void) => {
-        const start = process.hrtime.bigint();
-        let n = 0;
-        while (process.hrtime.bigint() - start < 1_000_000_000n) {
-            fn();
-            n++;
-        }
-        return n;
-    };
-    const signature = Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' });
-    return {
-        sign: time(() => Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' })),
-        verify: time(() => Crypto.verify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, signature))
-    };
 };
 
 /**
@@ -79,24 +45,8 @@ export const benchIssuance = async (): Promise<void> => {
             }
         };
 
-        for (let i = 0; i < 50; i++) {
-            await flow();
-        }
-        const latencies: number[] = [];
-        const clientCpu = process.cpuUsage();
-        const until = Date.now() + DURATION_MS;
-        await Promise.all(Array.from({ length: WALLETS }, async () => {
-            while (Date.now() < until) {
-                const start = process.hrtime.bigint();
-                await flow();
-                latencies.push(Number(process.hrtime.bigint() - start) / 1e6);
-            }
-        }));
-        const used = process.cpuUsage(clientCpu);
-        const clientShare = (used.user + used.system) / 1000 / DURATION_MS;
-        latencies.sort((a, b) => a - b);
-        const rate = latencies.length / (DURATION_MS / 1000);
-        const speed = es256Speed();
+        const { latencies, rate, clientShare } = await closedLoop(flow, WALLETS, DURATION_MS);
+        const speed = cryptoSpeed();
         // Per flow the server signs once (the credential) and verifies once (the proof).
         const ceiling = 1 / (1 / speed.sign + 1 / speed.verify);
         printTable(`Issuance: full pre-authorized dc+sd-jwt flow (one process, SQLite, ${WALLETS} wallets, 10 s)`, [
@@ -111,7 +61,7 @@ export const benchIssuance = async (): Promise<void> => {
         ]);
     }
     finally {
-        agent.destroy();
+        close();
         await service.stop();
     }
 };

@@ -1,48 +1,15 @@
 import Crypto from 'node:crypto';
-import { Agent, request } from 'node:http';
 import Path from 'node:path';
 import * as Jose from 'jose';
+import { closedLoop, cryptoSpeed, httpClient } from './load';
 import { percentile, printTable } from './table';
 import { post, ROOT, startService } from './service';
 
 const WALLETS = 8;
 const DURATION_MS = 10_000;
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-
-const call = (url: string, method: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> =>
-    new Promise((resolve, reject) => {
-        const req = request(url, { method, agent, headers: { ...(body ? { 'content-length': Buffer.byteLength(body) } : {}), ...headers } }, (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c) => chunks.push(c));
-            res.on('end', () => resolve({ status: res.statusCode!, text: Buffer.concat(chunks).toString() }));
-        });
-        req.on('error', reject);
-        req.end(body);
-    });
+const { call, close } = httpClient();
 
 const b64 = (v: object | Buffer | string) => Buffer.from(typeof v === 'object' && !Buffer.isBuffer(v) ? JSON.stringify(v) : v).toString('base64url');
-
-/** Node's speed for the operations one presentation costs the server, one core. */
-const cryptoSpeed = () => {
-    const { privateKey, publicKey } = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const other = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const data = Crypto.randomBytes(300);
-    const signature = Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' });
-    const time = (fn: () => void) => {
-        const start = process.hrtime.bigint();
-        let n = 0;
-        while (process.hrtime.bigint() - start < 1_000_000_000n) {
-            fn();
-            n++;
-        }
-        return n;
-    };
-    return {
-        sign: time(() => Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' })),
-        verify: time(() => Crypto.verify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, signature)),
-        ecdh: time(() => Crypto.diffieHellman({ privateKey, publicKey: other.publicKey }))
-    };
-};
 
 /**
  * The full SD-JWT VC presentation flow, closed loop, 8 concurrent wallets against one server process on SQLite:
@@ -92,22 +59,7 @@ export const benchPresentation = async (): Promise<void> => {
             }
         };
 
-        for (let i = 0; i < 50; i++) {
-            await flow();
-        }
-        const latencies: number[] = [];
-        const clientCpu = process.cpuUsage();
-        const until = Date.now() + DURATION_MS;
-        await Promise.all(Array.from({ length: WALLETS }, async () => {
-            while (Date.now() < until) {
-                const start = process.hrtime.bigint();
-                await flow();
-                latencies.push(Number(process.hrtime.bigint() - start) / 1e6);
-            }
-        }));
-        const used = process.cpuUsage(clientCpu);
-        latencies.sort((a, b) => a - b);
-        const rate = latencies.length / (DURATION_MS / 1000);
+        const { latencies, rate, clientShare } = await closedLoop(flow, WALLETS, DURATION_MS);
         const speed = cryptoSpeed();
         // Server per flow: sign the request object; ECDH to decrypt; verify the issuer signature, the KB-JWT and the
         // certificate chain's one link.
@@ -119,11 +71,11 @@ export const benchPresentation = async (): Promise<void> => {
             { measure: 'node ES256 sign/s | verify/s | P-256 ECDH/s', value: `${speed.sign} | ${speed.verify} | ${speed.ecdh}`, target: '' },
             { measure: 'crypto ceiling flows/s (1 sign, 3 verify, 1 ECDH)', value: Math.round(ceiling), target: '' },
             { measure: 'share of the ceiling', value: `${Math.round((rate / ceiling) * 100)}%`, target: '' },
-            { measure: 'CPU of the wallets (this process)', value: `${Math.round(((used.user + used.system) / 1000 / DURATION_MS) * 100)}% of a core`, target: '' }
+            { measure: 'CPU of the wallets (this process)', value: `${Math.round(clientShare * 100)}% of a core`, target: '' }
         ]);
     }
     finally {
-        agent.destroy();
+        close();
         await service.stop();
     }
 };

@@ -1,0 +1,73 @@
+import Crypto from 'node:crypto';
+import { Agent, request } from 'node:http';
+
+export interface Answer {
+    status: number;
+    text: string;
+    /** The body parsed as JSON (undefined when empty). */
+    readonly json: any;
+}
+
+/** A keep-alive HTTP client, so the benchmarks measure the service rather than connection set-up. */
+export const httpClient = () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+    const call = (url: string, method: string, body?: string, headers: Record<string, string> = {}): Promise<Answer> =>
+        new Promise((resolve, reject) => {
+            const req = request(url, { method, agent, headers: { ...(body ? { 'content-length': Buffer.byteLength(body) } : {}), ...headers } }, (res) => {
+                const chunks: Buffer[] = [];
+                res.on('data', (c) => chunks.push(c));
+                res.on('end', () => {
+                    const text = Buffer.concat(chunks).toString();
+                    resolve({ status: res.statusCode!, text, get json() { return text ? JSON.parse(text) : undefined; } });
+                });
+            });
+            req.on('error', reject);
+            req.end(body);
+        });
+    return { call, close: () => agent.destroy() };
+};
+
+/** Node's speed for the operations the flows cost the server (ES256 sign and verify, P-256 ECDH), one core. */
+export const cryptoSpeed = () => {
+    const { privateKey, publicKey } = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const other = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const data = Crypto.randomBytes(300);
+    const signature = Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' });
+    const time = (fn: () => void) => {
+        const start = process.hrtime.bigint();
+        let n = 0;
+        while (process.hrtime.bigint() - start < 1_000_000_000n) {
+            fn();
+            n++;
+        }
+        return n;
+    };
+    return {
+        sign: time(() => Crypto.sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' })),
+        verify: time(() => Crypto.verify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, signature)),
+        ecdh: time(() => Crypto.diffieHellman({ privateKey, publicKey: other.publicKey }))
+    };
+};
+
+/**
+ * Closed loop: after 50 warm-up flows, `wallets` concurrent loops run `flow` for `durationMs`. Answers the sorted
+ * latencies (ms), the rate (flows/s) and how much of a core the wallets (this process) used.
+ */
+export const closedLoop = async (flow: () => Promise<void>, wallets: number, durationMs: number) => {
+    for (let i = 0; i < 50; i++) {
+        await flow();
+    }
+    const latencies: number[] = [];
+    const clientCpu = process.cpuUsage();
+    const until = Date.now() + durationMs;
+    await Promise.all(Array.from({ length: wallets }, async () => {
+        while (Date.now() < until) {
+            const start = process.hrtime.bigint();
+            await flow();
+            latencies.push(Number(process.hrtime.bigint() - start) / 1e6);
+        }
+    }));
+    const used = process.cpuUsage(clientCpu);
+    latencies.sort((a, b) => a - b);
+    return { latencies, rate: latencies.length / (durationMs / 1000), clientShare: (used.user + used.system) / 1000 / durationMs };
+};

@@ -3,24 +3,13 @@ import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
+import { ISSUER, pidConfig } from '../helpers/pid-config';
 import { startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
-const ISSUER = 'http://hallmark.test/issuers/acme';
-
-const pid = {
-    id: 'pid',
-    config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'PID' }], scope: 'pid' },
-    vct: 'urn:eudi:pid:1',
-    fields: [
-        { path: ['given_name'], type: 'string', mandatory: true, disclosable: true },
-        { path: ['family_name'], type: 'string', disclosable: true },
-        { path: ['issuing_country'], type: 'string', defaultValue: 'DE' }
-    ],
-    lifeTime: 3600
-};
+const pid = pidConfig({ path: ['issuing_country'], type: 'string', defaultValue: 'DE' });
 
 for (const dialect of DIALECTS) {
     describe(`OID4VCI pre-authorized flow, by hand (${dialect})`, () => {

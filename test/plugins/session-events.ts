@@ -8,24 +8,13 @@ import { SESSION_MAINTENANCE_JOB } from '../../plugins/sessions/jobs/maintenance
 import { eventStreamSettings } from '../../plugins/sessions/routes/events';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
+import { ISSUER, pidConfig, PRE_AUTHORIZED } from '../helpers/pid-config';
 import { startTestServer, testEnv, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
-const ISSUER = 'http://hallmark.test/issuers/acme';
-const PRE_AUTHORIZED = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
-
-const pid = {
-    id: 'pid',
-    config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'PID' }], scope: 'pid' },
-    vct: 'urn:eudi:pid:1',
-    fields: [
-        { path: ['given_name'], type: 'string', mandatory: true, disclosable: true },
-        { path: ['family_name'], type: 'string', disclosable: true }
-    ],
-    lifeTime: 3600
-};
+const pid = pidConfig();
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -6,24 +6,13 @@ import type { Config } from '../../lib/config';
 import { createLogger } from '../../lib/logging';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS, type DialectName } from '../helpers/databases';
+import { ISSUER, pidConfig, PRE_AUTHORIZED as PRE_AUTH } from '../helpers/pid-config';
 import { startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
-const ISSUER = 'http://hallmark.test/issuers/acme';
-const PRE_AUTH = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
-
-const pid = {
-    id: 'pid',
-    config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'PID' }], scope: 'pid' },
-    vct: 'urn:eudi:pid:1',
-    fields: [
-        { path: ['given_name'], type: 'string', mandatory: true, disclosable: true },
-        { path: ['family_name'], type: 'string', disclosable: true }
-    ],
-    lifeTime: 3600
-};
+const pid = pidConfig();
 
 type Store = Config['log']['sessionStore'];
 

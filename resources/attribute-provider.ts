@@ -28,6 +28,7 @@ export const attributeProviderKind: ResourceKind<AttributeProvider> = {
     schema: attributeProviderSchema,
     dependsOn: ['Tenant'],
     secrets: OUTBOUND_AUTH_SECRETS,
+    secretDestinations: ['url'],
     id: (spec) => spec.id,
     location: { dir: 'attribute-providers' }
 };

@@ -76,6 +76,9 @@ export const kmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>, 
         get secrets() {
             return kmsSecretPaths(types);
         },
+        get secretDestinations() {
+            return [...new Set([...types.values()].flatMap((t) => (t.destinationPaths ?? []).map((p) => `providers.*.${p}`)))];
+        },
         dependsOn: ['Tenant'],
         singleton: true,
         id: () => 'KmsConfig',

@@ -27,6 +27,7 @@ export const webhookEndpointKind: ResourceKind<WebhookEndpoint> = {
     schema: webhookEndpointSchema,
     dependsOn: ['Tenant'],
     secrets: OUTBOUND_AUTH_SECRETS,
+    secretDestinations: ['url'],
     id: (spec) => spec.id,
     location: { dir: 'webhook-endpoints' }
 };

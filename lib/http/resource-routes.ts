@@ -110,7 +110,7 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 // Merge the raw body: defaults of the partial schema must not overwrite stored values. Stored secrets go
                 // through restoreRedacted like sent-back ones, so a PATCH of a URL alone does not carry them along.
                 const raw = request.orig.payload as Record<string, unknown>;
-                const merged = restoreRedacted({ ...redactSecrets(found.spec as object, kind.secrets), ...raw }, found.spec, kind.secrets);
+                const merged = restoreRedacted({ ...redactSecrets(found.spec as object, kind.secrets), ...raw }, found.spec, kind);
                 const result = await registry.write(db, ctx, kind.kind, merged, { mode: 'update' });
                 return answer(result.resource);
             }
@@ -168,7 +168,7 @@ export const singletonRoutes = (options: { kind: ResourceKind; path: string; tag
                 const { registry, db } = request.server;
                 const ctx = tenantContext(request);
                 const stored = await registry.get(db, ctx, kind.kind);
-                const result = await registry.write(db, ctx, kind.kind, restoreRedacted(request.payload, stored?.spec, kind.secrets));
+                const result = await registry.write(db, ctx, kind.kind, restoreRedacted(request.payload, stored?.spec, kind));
                 return redactSecrets(result.spec as object, kind.secrets);
             }
         }

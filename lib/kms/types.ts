@@ -42,12 +42,13 @@ export interface KmsOpenContext {
  * A KMS provider type, registered by a `kms-*` plugin (or a third-party package) with
  * `server.registerKmsProvider(type)`. `optionsSchema` validates the provider entry's own fields (everything but
  * id, type and description) and must be strict; `secretPaths` names the fields that are secrets (dot paths), which
- * are redacted in answers, logs and exports.
+ * are redacted in answers, logs and exports; `destinationPaths` the URLs those secrets are sent to.
  */
 export interface KmsProviderType<Options = Record<string, unknown>> {
     type: string;
     optionsSchema: Joi.ObjectSchema<Options>;
     secretPaths: string[];
+    destinationPaths?: string[];
     open(options: Options, ctx: KmsOpenContext): Promise<KeyStore>;
 }
 

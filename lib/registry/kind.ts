@@ -58,6 +58,8 @@ export interface ResourceKind<T = any> {
     references?: Record<string, string>;
     /** Dot paths of secret values (`*` matches any array element or key): redacted in audit, logs and exports. */
     secrets?: string[];
+    /** Dot paths of the URLs secrets are sent to: a stored secret is not kept when one on its way changes. */
+    secretDestinations?: string[];
     /** Fields accepted on write but never read back (a client secret, stored as a hash). */
     writeOnly?: string[];
     /** Resources of this kind may belong to no tenant when the context has none. */

@@ -24,20 +24,24 @@ export const redactSecrets = <T>(value: T, secretPaths: string[] = [], path: str
     return value;
 };
 
-/** Fields that say where a secret is sent: the service's outbound URLs (webhooks, attribute providers, KMS). */
-const DESTINATION_FIELDS = ['url', 'baseUrl', 'tokenUrl'];
-
-const destinationChanged = (incoming: Record<string, unknown>, previous: Record<string, unknown>): boolean =>
-    DESTINATION_FIELDS.some((field) => (field in incoming || field in previous) && incoming[field] !== previous[field]);
+/** The secret and destination paths of a kind (see ResourceKind). */
+export interface SecretLayout {
+    secrets?: string[];
+    secretDestinations?: string[];
+}
 
 /**
  * Answers show secrets as `[redacted]`; a client that sends such a document back (GET, edit, PATCH/PUT) means "keep
  * the secret", so each redacted secret path takes the stored value again instead of the literal text. With nothing
  * stored there it becomes undefined, so validation asks for the real value rather than storing "[redacted]".
- * A secret is never kept when a URL on its way from the document root changed: someone allowed to edit the
- * configuration but not to read its secrets could otherwise redirect a stored secret to a server of their own.
+ * A secret is never kept when a destination on its way from the document root changed (a field of
+ * `secretDestinations` in an object that contains the secret): someone allowed to edit the configuration but not to
+ * read its secrets could otherwise redirect a stored secret to a server of their own.
  */
-export const restoreRedacted = <T>(incoming: T, stored: unknown, secretPaths: string[] = [], path: string[] = [], moved = false): T => {
+export const restoreRedacted = <T>(incoming: T, stored: unknown, layout: SecretLayout): T =>
+    restoreAt(incoming, stored, layout.secrets ?? [], (layout.secretDestinations ?? []).map((d) => d.split('.')), [], false);
+
+const restoreAt = <T>(incoming: T, stored: unknown, secretPaths: string[], destinations: string[][], path: string[], moved: boolean): T => {
     if (incoming === REDACTED && path.length && isSecretPath(secretPaths, path)) {
         return (moved ? undefined : stored) as T;
     }
@@ -48,12 +52,13 @@ export const restoreRedacted = <T>(incoming: T, stored: unknown, secretPaths: st
             const id = (v as { id?: unknown } | null)?.id;
             return id !== undefined ? previous.find((p) => (p as { id?: unknown } | null)?.id === id) : previous[i];
         };
-        return incoming.map((v, i) => restoreRedacted(v, counterpart(v, i), secretPaths, [...path, String(i)], moved)) as T;
+        return incoming.map((v, i) => restoreAt(v, counterpart(v, i), secretPaths, destinations, [...path, String(i)], moved)) as T;
     }
     if (incoming && typeof incoming === 'object') {
         const previous = stored && typeof stored === 'object' ? stored as Record<string, unknown> : {};
-        const movedHere = moved || destinationChanged(incoming as Record<string, unknown>, previous);
-        return Object.fromEntries(Object.entries(incoming).map(([k, v]) => [k, restoreRedacted(v, previous[k], secretPaths, [...path, k], movedHere)])) as T;
+        const now = incoming as Record<string, unknown>;
+        const movedHere = moved || destinations.some((d) => matches(d.slice(0, -1), path) && now[d.at(-1)!] !== previous[d.at(-1)!]);
+        return Object.fromEntries(Object.entries(now).map(([k, v]) => [k, restoreAt(v, previous[k], secretPaths, destinations, [...path, k], movedHere)])) as T;
     }
     return incoming;
 };

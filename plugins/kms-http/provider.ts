@@ -630,6 +630,7 @@ export const httpKmsProvider: KmsProviderType<HttpKmsOptions> = {
     type: 'http',
     optionsSchema: httpKmsOptionsSchema,
     secretPaths: ['auth.clientSecret', 'auth.token'],
+    destinationPaths: ['baseUrl', 'auth.tokenUrl'],
     async open(options, ctx) {
         const auth = options.auth;
         if (auth?.type !== 'mtls') {

@@ -10,6 +10,8 @@ import { PRE_AUTHORIZED_GRANT, type IssuanceData, type OfferService } from './of
 export const ACCESS_TOKEN_TTL_SECONDS = 300;
 
 const invalidGrant = (description: string) => new OAuthError(400, 'invalid_grant', description);
+/** One answer for a wrong tx_code and for a right one that lost a race, so the answer never tells which was right. */
+const TX_CODE_NOT_ACCEPTED = () => invalidGrant('The transaction code was not accepted');
 
 const sameHash = (value: string, hash: string): boolean => {
     const a = Buffer.from(sha256Hex(value), 'hex');
@@ -30,7 +32,7 @@ export interface WalletRequest {
     dpop?: string | string[];
 }
 
-/** Pre-authorized code grant: the code is single use, the tx_code locks after too many wrong tries. */
+/** Pre-authorized code grant: the code is single use, the tx_code locks after `txCodeMaxAttempts` guesses. */
 export class TokenEndpoint {
     constructor(private readonly deps: { issuer: Issuer; sessions: SessionService; offers: OfferService; dpop: DpopVerifier }) {}
 
@@ -59,18 +61,16 @@ export class TokenEndpoint {
             throw invalidGrant('The pre-authorized code is not valid');
         }
         bindSession(request, session, 'token');
-        this.checkRedeemable(session, await offers.retentionSeconds(request.tenantId));
+        const retentionSeconds = await offers.retentionSeconds(request.tenantId);
+        this.checkRedeemable(session, retentionSeconds);
         const data = session.data as unknown as IssuanceData;
-        if (session.txCodeFailures >= settings.txCodeMaxAttempts) {
-            throw invalidGrant('The pre-authorized code is locked after too many wrong transaction codes');
-        }
         if (data.txCodeHash) {
             if (!body.tx_code) {
                 throw new OAuthError(400, 'invalid_request', 'tx_code is required');
             }
+            await this.reserveGuess(session, settings.txCodeMaxAttempts, retentionSeconds);
             if (!sameHash(body.tx_code, data.txCodeHash)) {
-                await sessions.update(session.id, {}, { isNull: ['codeUsedAt'], increment: 'txCodeFailures' });
-                throw invalidGrant('The transaction code is wrong');
+                throw TX_CODE_NOT_ACCEPTED();
             }
         }
 
@@ -80,16 +80,32 @@ export class TokenEndpoint {
             accessTokenHash: sha256Hex(accessToken),
             accessTokenExpiresAt: new Date(Date.now() + ACCESS_TOKEN_TTL_SECONDS * 1000).toISOString(),
             data: { ...data, ...(dpop ? { dpopJkt: dpop.jkt } : {}) } as unknown as Record<string, unknown>
-        }, {
-            isNull: ['codeUsedAt'],
-            status: ['active', 'fetched'],
-            below: { column: 'txCodeFailures', limit: settings.txCodeMaxAttempts }
-        });
+        }, { isNull: ['codeUsedAt'], status: ['active', 'fetched'] });
         if (!redeemed) {
-            throw invalidGrant('The pre-authorized code has already been used');
+            // A right tx_code that lost the race to a concurrent request must not answer otherwise than a wrong one.
+            throw data.txCodeHash ? TX_CODE_NOT_ACCEPTED() : invalidGrant('The pre-authorized code has already been used');
         }
         sessionLog(session).info({ event: 'token_issued', tokenType: dpop ? 'DPoP' : 'Bearer' }, 'access token issued');
         return { access_token: accessToken, token_type: dpop ? 'DPoP' : 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS };
+    }
+
+    /**
+     * Counts a tx_code guess before it is evaluated, in one conditional update: only while the code is unused, its
+     * session open and fewer than `maxAttempts` guesses were counted. So however many guesses race, at most
+     * `maxAttempts` are ever compared. A refused guess is answered from the session alone, never from the tx_code.
+     */
+    private async reserveGuess(session: Session, maxAttempts: number, retentionSeconds: number): Promise<void> {
+        const reserved = await this.deps.sessions.update(session.id, {}, {
+            isNull: ['codeUsedAt'],
+            status: ['active', 'fetched'],
+            below: { column: 'txCodeFailures', limit: maxAttempts },
+            increment: 'txCodeFailures'
+        });
+        if (!reserved) {
+            const current = await this.deps.sessions.get(session.id);
+            this.checkRedeemable(current ?? session, retentionSeconds);
+            throw invalidGrant('The pre-authorized code is locked after too many wrong transaction codes');
+        }
     }
 
     /** A code is good while unused, its session open and within both its offer lifetime and the retention period. */

@@ -1,9 +1,10 @@
+import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { ISSUER, pidConfig } from '../helpers/pid-config';
+import { ISSUER, PRE_AUTHORIZED, pidConfig } from '../helpers/pid-config';
 import { startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
@@ -58,6 +59,27 @@ for (const dialect of DIALECTS) {
             const notified = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/notification', headers: { authorization: `Bearer ${accessToken}` }, payload: { notification_id: body.notification_id, event: 'credential_accepted' } });
             expect(notified.statusCode, notified.payload).to.equal(204);
             expect(((await t.server.inject({ url: `/api/session/${session}`, headers: bearer(admin) })).result as any).status).to.equal('completed');
+        });
+
+        it('answers invalid_proof, never 500, for a proof whose jwk header is not an object', async () => {
+            const offer = await t.server.inject({ method: 'POST', url: '/api/issuer/offer', headers: bearer(admin), payload: { credentialConfigurationIds: ['pid'], credentialClaims: { pid: { type: 'inline', claims: { given_name: 'Erika' } } }, byReference: false } });
+            expect(offer.statusCode, offer.payload).to.equal(201);
+            const offered = JSON.parse(new URL((offer.result as any).uri.replace('openid-credential-offer://', 'https://x/')).searchParams.get('credential_offer')!);
+            const code = offered.grants[PRE_AUTHORIZED]['pre-authorized_code'];
+            const token = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/token', payload: new URLSearchParams({ grant_type: PRE_AUTHORIZED, 'pre-authorized_code': code }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+            expect(token.statusCode, token.payload).to.equal(200);
+            const { privateKey } = await holder;
+            const signingKey = Crypto.createPrivateKey({ key: await Jose.exportJWK(privateKey) as Crypto.JsonWebKey, format: 'jwk' });
+            for (const jwk of ['not-a-key', 42, true, [], ['EC'], null]) {
+                const nonce = ((await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/nonce' })).result as any).c_nonce;
+                // Made by hand: jose would not sign a JWT with such a header.
+                const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+                const input = `${b64({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk })}.${b64({ nonce, aud: ISSUER, iat: Math.floor(Date.now() / 1000) })}`;
+                const signature = Crypto.sign('sha256', Buffer.from(input), { key: signingKey, dsaEncoding: 'ieee-p1363' }).toString('base64url');
+                const res = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${(token.result as any).access_token}` }, payload: { credential_configuration_id: 'pid', proof: { proof_type: 'jwt', jwt: `${input}.${signature}` } } });
+                expect(res.statusCode, `${JSON.stringify(jwk)}: ${res.payload}`).to.equal(400);
+                expect((res.result as any).error).to.equal('invalid_proof');
+            }
         });
     });
 }

@@ -146,18 +146,20 @@ export class CredentialService {
         if (header.alg !== 'ES256') {
             throw credentialError('invalid_proof', 'The proof must be signed with ES256');
         }
-        const jwk = header.jwk;
-        if (!jwk || header.kid || header.x5c) {
+        // The header is the wallet's JSON: jwk may be any value, not only an object.
+        const jwk: unknown = header.jwk;
+        if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk) || header.kid || header.x5c) {
             throw credentialError('invalid_proof', 'The proof must carry the holder key as jwk (kid and x5c are not supported)');
         }
-        if (PRIVATE_MEMBERS.some((m) => m in jwk) || jwk.kty !== 'EC' || jwk.crv !== 'P-256') {
+        const holderJwk = jwk as Jose.JWK;
+        if (PRIVATE_MEMBERS.some((m) => m in holderJwk) || holderJwk.kty !== 'EC' || holderJwk.crv !== 'P-256') {
             throw credentialError('invalid_proof', 'The proof jwk must be a public EC P-256 key');
         }
         // node:crypto directly: importing the key through WebCrypto cost more than the signature check itself.
         const [encodedHeader, encodedPayload, signature] = jwt.split('.');
         let payload: Jose.JWTPayload;
         try {
-            const key = Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: jwk.x, y: jwk.y } as Crypto.JsonWebKey, format: 'jwk' });
+            const key = Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: holderJwk.x, y: holderJwk.y } as Crypto.JsonWebKey, format: 'jwk' });
             const valid = Crypto.verify('sha256', Buffer.from(`${encodedHeader}.${encodedPayload}`), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(signature ?? '', 'base64url'));
             payload = valid ? JSON.parse(Buffer.from(encodedPayload!, 'base64url').toString('utf8')) : undefined as never;
             if (!valid || !payload || typeof payload !== 'object') {
@@ -178,7 +180,7 @@ export class CredentialService {
         if (typeof payload.nonce !== 'string') {
             throw credentialError('invalid_nonce', 'The proof must carry the c_nonce from the nonce endpoint');
         }
-        const { kty, crv, x, y } = jwk;
+        const { kty, crv, x, y } = holderJwk;
         return { jwk: { kty, crv, x, y }, nonce: payload.nonce };
     }
 

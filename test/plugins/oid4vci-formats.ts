@@ -10,6 +10,7 @@ import { issueSdJwtVc } from '../../plugins/oid4vci/formats/sd-jwt';
 import { completeClaims, flattenFields } from '../../plugins/oid4vci/formats/claims';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { verifyMdoc } from '../helpers/wallet';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -57,12 +58,48 @@ describe('credential formats', () => {
         expect((payload as any).address).to.equal({ locality: 'Berlin', country: 'DE' });
         expect((payload as any).nationalities).to.equal(['DE', 'FR']);
         expect((payload as any).cnf.jwk.x).to.equal(holder.x);
-        expect((payload as any).exp - (payload as any).iat).to.equal(3600);
+        // Both time claims lie on a shared grid (unlinkable within a batch): exp is at least the lifetime after iat.
+        expect((payload as any).exp - (payload as any).iat).to.be.within(3600, 7200);
         // given_name, address, address.locality, two nationalities: five disclosures; family_name in the clear.
         expect(credential.split('~').filter(Boolean).length - 1).to.equal(5);
         const jwtPayload = Jose.decodeJwt(credential.split('~')[0]!);
         expect(jwtPayload.family_name).to.equal('Mustermann');
         expect(jwtPayload.given_name).to.not.exist();
+    });
+
+    it('never issues an SD-JWT VC that expires before its lifetime has passed (200 credentials)', async () => {
+        const lifetimes = [1, 600, 3599, 3600, 86_400 * 365];
+        for (let i = 0; i < 200; i++) {
+            const lifetimeSeconds = lifetimes[i % lifetimes.length]!;
+            const before = Date.now() / 1000;
+            const credential = await issueSdJwtVc(t.server.signing, { tenantId: 'acme', keyChainId: 'issuer', issuer: 'http://hallmark.test/issuers/acme', vct: 'urn:eudi:pid:1', claims: { given_name: 'Erika' }, fields: [], holderJwk: holder, lifetimeSeconds });
+            const after = Date.now() / 1000;
+            // Decoded by hand, not through the issuing library.
+            const { iat, exp } = JSON.parse(Buffer.from(credential.split('~')[0]!.split('.')[1]!, 'base64url').toString('utf8')) as { iat: number; exp: number };
+            const context = JSON.stringify({ before, after, iat, exp, lifetimeSeconds });
+            expect(exp, context).to.be.at.least(before + lifetimeSeconds);
+            // Rounding may lengthen the validity by less than one lifetime, and by less than an hour.
+            expect(exp, context).to.be.below(after + lifetimeSeconds + Math.min(lifetimeSeconds, 3600));
+            expect(iat, context).to.be.at.most(after);
+            expect(iat, context).to.be.above(before - Math.min(lifetimeSeconds, 3600));
+        }
+    });
+
+    it('never issues an mdoc whose validUntil is earlier than its lifetime after issuance', async () => {
+        for (const lifetimeSeconds of [1, 600, 3600, 86_400 * 365]) {
+            for (let i = 0; i < 5; i++) {
+                const before = Date.now();
+                const credential = await issueMdoc(t.server.signing, {
+                    tenantId: 'acme', keyChainId: 'issuer', docType: 'org.iso.18013.5.1.mDL',
+                    namespaces: { 'org.iso.18013.5.1': { given_name: 'Erika' } }, deviceJwk: holder, lifetimeSeconds
+                });
+                const after = Date.now();
+                const { validityInfo } = await verifyMdoc(credential, 'org.iso.18013.5.1.mDL');
+                const context = JSON.stringify({ before, after, validityInfo, lifetimeSeconds });
+                expect(validityInfo.validUntil.getTime(), context).to.be.at.least(before + lifetimeSeconds * 1000);
+                expect(validityInfo.validFrom.getTime(), context).to.be.at.most(after);
+            }
+        }
     });
 
     it('issues an mdoc IssuerSigned whose MSO signature verifies with the x5chain certificate', async () => {

@@ -23,14 +23,17 @@ const DEFAULT_VALIDITY_SECONDS = 365 * 86_400;
 export const issueMdoc = async (signing: SigningService, input: MdocIssue): Promise<string> => {
     const material = await signing.material(input.tenantId, input.keyChainId);
     const ctx = mdocContext((data) => signing.sign(input.tenantId, input.keyChainId, data));
-    const signed = new Date();
+    // The MSO carries whole seconds: signed rounds down, validUntil up, so the lifetime is never cut short.
+    const now = Date.now() / 1000;
+    const signed = new Date(Math.floor(now) * 1000);
+    const validUntil = new Date(Math.ceil(now + (input.lifetimeSeconds ?? DEFAULT_VALIDITY_SECONDS)) * 1000);
     let document = new Document(input.docType, { crypto: ctx.crypto });
     for (const [namespace, values] of Object.entries(input.namespaces)) {
         document = document.addIssuerNameSpace(namespace, values);
     }
     const issued = await document
         .useDigestAlgorithm('SHA-256')
-        .addValidityInfo({ signed, validFrom: signed, validUntil: new Date(signed.getTime() + (input.lifetimeSeconds ?? DEFAULT_VALIDITY_SECONDS) * 1000) })
+        .addValidityInfo({ signed, validFrom: signed, validUntil })
         .addDeviceKeyInfo({ deviceKey: input.deviceJwk })
         // The "private key" is only handed back to our sign callback, which signs in the KMS; the public key suffices.
         .sign({ issuerPrivateKey: material.publicJwk, issuerCertificate: material.certificateChain[0]!, alg: 'ES256' }, { crypto: ctx.crypto, cose: ctx.cose });

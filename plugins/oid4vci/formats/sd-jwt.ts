@@ -55,7 +55,20 @@ const hasher = (data: string | ArrayBuffer, alg: string) => {
     return new Uint8Array(Crypto.createHash('sha256').update(typeof data === 'string' ? data : Buffer.from(data)).digest());
 };
 
-const UNLINKABLE_IAT_WINDOW_SECONDS = 3600;
+const TIME_GRID_SECONDS = 3600;
+
+/**
+ * iat and exp of a credential issued now (seconds). Credentials of one batch must not be linkable by their time
+ * claims, so both lie on a grid shared by every credential issued in the same period: iat rounded down, exp rounded
+ * up. exp is never earlier than now + lifetime; the grid is at most the lifetime and at most an hour, which bounds how
+ * much longer than its lifetime a credential stays valid.
+ */
+const timeClaims = (nowMs: number, lifetimeSeconds?: number): { iat: number; exp?: number } => {
+    const grid = Math.min(TIME_GRID_SECONDS, lifetimeSeconds ?? TIME_GRID_SECONDS);
+    const now = nowMs / 1000;
+    const iat = Math.floor(now / grid) * grid;
+    return lifetimeSeconds ? { iat, exp: Math.ceil((now + lifetimeSeconds) / grid) * grid } : { iat };
+};
 
 export interface SdJwtIssue {
     tenantId: string;
@@ -81,14 +94,11 @@ export const issueSdJwtVc = async (signing: SigningService, input: SdJwtIssue): 
         signAlg: 'ES256',
         signer: async (data: string) => Buffer.from(await signing.sign(input.tenantId, input.keyChainId, Buffer.from(data, 'ascii'))).toString('base64url')
     });
-    // Credentials of one batch must not be linkable by their time claims: iat falls at random within the past hour.
-    const iat = Math.floor(Date.now() / 1000) - Crypto.randomInt(0, UNLINKABLE_IAT_WINDOW_SECONDS);
     const payload = {
         ...input.claims,
         iss: input.issuer,
         vct: input.vct,
-        iat,
-        ...(input.lifetimeSeconds ? { exp: iat + input.lifetimeSeconds } : {}),
+        ...timeClaims(Date.now(), input.lifetimeSeconds),
         ...(input.holderJwk ? { cnf: { jwk: input.holderJwk } } : {}),
         ...(input.status ? { status: input.status } : {})
     };

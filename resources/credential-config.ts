@@ -2,6 +2,7 @@ import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
 import { ValidationError } from '../lib/errors';
 import { tableResourceStore } from '../lib/registry/resource-store';
+import { notAvailableYet } from './shared/not-available';
 import { publicJwkOnly } from './shared/public-jwk';
 import type { KeyChain } from './key-chain';
 
@@ -67,8 +68,9 @@ export interface CredentialMetadataConfig {
     scope?: string;
     /** Required for mso_mdoc. */
     docType?: string;
+    /** Refused until key attestations are built. */
     keyAttestationsRequired?: KeyAttestationsRequired;
-    /** Default: both. */
+    /** Default: jwt only; attestation is refused until that proof type is built. */
     proofTypesSupported?: ProofType[];
     credentialReusePolicy?: CredentialReusePolicy;
 }
@@ -205,6 +207,7 @@ export interface CredentialConfig {
     /** Default true. */
     keyBinding?: boolean;
     keyChainId?: string;
+    /** Only false until token status lists are built. */
     statusManagement?: boolean;
     status?: CredentialStatusConfig;
     /** Only with statusManagement true. */
@@ -272,13 +275,15 @@ export const credentialMetadataConfigSchema = Joi.object<CredentialMetadataConfi
         .when('format', { is: 'mso_mdoc', then: Joi.required() })
         .messages({ 'any.required': '{{#label}} is required for mso_mdoc' })
         .description('mDoc document type, e.g. org.iso.18013.5.1.mDL; required for mso_mdoc'),
-    keyAttestationsRequired: Joi.object<KeyAttestationsRequired, true>({
+    keyAttestationsRequired: notAvailableYet(Joi.object<KeyAttestationsRequired, true>({
         key_storage: Joi.array().items(Joi.string().min(1)),
         user_authentication: Joi.array().items(Joi.string().min(1))
-    }).label('KeyAttestationsRequired'),
+    }).label('KeyAttestationsRequired'), 'key attestations are')
+        .description('Not available yet: refused until key attestations are built'),
     // An empty list would publish proof_types_supported without any proof type, which OpenID4VCI does not allow.
-    proofTypesSupported: Joi.array().items(Joi.string().valid(...PROOF_TYPES)).min(1).unique()
-        .default(() => [...PROOF_TYPES]).description('Default: both'),
+    proofTypesSupported: notAvailableYet(Joi.array().items(Joi.string().valid(...PROOF_TYPES)).min(1).unique(),
+        'the attestation proof type is', (types: ProofType[]) => types.includes('attestation'))
+        .default(() => ['jwt']).description('Proof types published in the issuer metadata. Default: jwt. attestation is not available yet'),
     credentialReusePolicy: credentialReusePolicySchema
 }).label('CredentialMetadataConfig');
 
@@ -387,12 +392,15 @@ const vctMetadataKeys = {
 const vctMetadataSchema = Joi.object<VctMetadata, true>(vctMetadataKeys).label('VctMetadata');
 const vctString = Joi.string().min(1).max(2048);
 
+const STATUS_LISTS = 'token status lists are';
+
 const statusConfigSchema = Joi.object<CredentialStatusConfig, true>({
     // Two switches for one thing must not say different things.
-    enabled: Joi.boolean().required().custom((enabled: boolean, helpers) => {
+    enabled: notAvailableYet(Joi.boolean().required().custom((enabled: boolean, helpers) => {
         const statusManagement = (helpers.state.ancestors?.[1] as Partial<CredentialConfig> | undefined)?.statusManagement;
         return typeof statusManagement === 'boolean' && enabled !== statusManagement ? helpers.error('credentialConfig.statusDisagrees') : enabled;
-    }).messages({ 'credentialConfig.statusDisagrees': '{{#label}} must equal statusManagement' }),
+    }).messages({ 'credentialConfig.statusDisagrees': '{{#label}} must equal statusManagement' }), STATUS_LISTS, (enabled) => enabled === true)
+        .description('Not available yet: only false is accepted until token status lists are built'),
     // No default here: an absent value falls back to the tenant's statusListConfig.bits before 1.
     bits: Joi.number().valid(...STATUS_BITS).description('Bits per status entry: 1, 2, 4 or 8. Default: the tenant default, else 1'),
     credentialConfigurationBound: Joi.boolean().default(false)
@@ -504,9 +512,14 @@ export const credentialConfigSchema = Joi.object<CredentialConfig, true>({
             .messages({ 'any.required': '{{#label}} is required for dc+sd-jwt' }),
         otherwise: Joi.alternatives().try(vctString, vctMetadataSchema).allow(null)
     }).description('SD-JWT VC type: a string, or type metadata; required for dc+sd-jwt'),
-    keyBinding: Joi.boolean().default(true).description('The credential carries the holder key (cnf.jwk / deviceKey). Default true'),
+    // An mdoc cannot be issued without a device key: false would only fail every credential request.
+    keyBinding: Joi.boolean().default(true)
+        .when('config.format', { is: 'mso_mdoc', then: Joi.invalid(false) })
+        .messages({ 'any.invalid': '{{#label}} must be true for mso_mdoc: an mdoc always carries the device key' })
+        .description('The credential carries the holder key (cnf.jwk / deviceKey). Default true; always true for mso_mdoc'),
     keyChainId: Joi.string().max(255).description('Attestation key chain that signs the credentials'),
-    statusManagement: Joi.boolean().description('Issued credentials carry a status list entry'),
+    statusManagement: notAvailableYet(Joi.boolean(), STATUS_LISTS, (enabled) => enabled === true)
+        .description('Issued credentials carry a status list entry. Not available yet: only false is accepted'),
     status: statusConfigSchema,
     activeCredentials: activeCredentialsSchema.allow(null)
         .when('statusManagement', { not: Joi.valid(true).required(), then: Joi.valid(null) })

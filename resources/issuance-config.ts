@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
+import { notAvailableYet } from './shared/not-available';
 
 /** Issuer-wide display entry, published in the credential issuer metadata. */
 export interface IssuerDisplay {
@@ -15,9 +16,9 @@ export interface IssuanceConfig {
     batchSize?: number;
     /** Default false. */
     dPopRequired?: boolean;
-    /** Default false. */
+    /** Default false; only false until wallet attestation is built. */
     walletAttestationRequired?: boolean;
-    /** Default false. */
+    /** Default false; only false until refresh tokens are built. */
     refreshTokenEnabled?: boolean;
     /** Default 5. */
     txCodeMaxAttempts?: number;
@@ -37,8 +38,10 @@ export const issuanceConfigSchema = Joi.object<IssuanceConfig, true>({
     batchSize: Joi.number().integer().min(1).max(100).default(1)
         .description('Credentials issued per credential request (batch issuance), 1 to 100'),
     dPopRequired: Joi.boolean().default(false).description('Require DPoP-bound access tokens'),
-    walletAttestationRequired: Joi.boolean().default(false).description('Require wallet attestation at the token endpoint'),
-    refreshTokenEnabled: Joi.boolean().default(false),
+    walletAttestationRequired: notAvailableYet(Joi.boolean(), 'wallet attestation at the token endpoint is', (on) => on === true).default(false)
+        .description('Require wallet attestation at the token endpoint. Not available yet: only false is accepted'),
+    refreshTokenEnabled: notAvailableYet(Joi.boolean(), 'refresh tokens are', (on) => on === true).default(false)
+        .description('Issue refresh tokens. Not available yet: only false is accepted'),
     txCodeMaxAttempts: Joi.number().integer().min(1).max(100).default(5)
         .description('Wrong transaction codes accepted before the pre-authorized code is locked'),
     offerLifetimeSeconds: Joi.number().integer().min(1)

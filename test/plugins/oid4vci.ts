@@ -1,7 +1,12 @@
 import Crypto from 'node:crypto';
+import Fs from 'node:fs';
+import Os from 'node:os';
+import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
+import Pino from 'pino';
+import { importConfigFolder } from '../../lib/config-import';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { ISSUER, PRE_AUTHORIZED, pidConfig } from '../helpers/pid-config';
@@ -80,6 +85,68 @@ for (const dialect of DIALECTS) {
                 expect(res.statusCode, `${JSON.stringify(jwk)}: ${res.payload}`).to.equal(400);
                 expect((res.result as any).error).to.equal('invalid_proof');
             }
+        });
+
+        it('refuses settings whose feature is not built yet (400 naming it), and mso_mdoc without key binding', async () => {
+            const refused = async (method: string, url: string, payload: object, details: Array<{ path: string; message: string }>) => {
+                const res = await t.server.inject({ method, url, headers: bearer(admin), payload });
+                expect(res.statusCode, res.payload).to.equal(400);
+                expect((res.result as any).details, res.payload).to.equal(details);
+            };
+            const statusLists = (path: string) => ({ path, message: `"${path}": token status lists are not available yet` });
+            await refused('POST', '/api/issuer/credentials', { ...pid, id: 'pid-status', statusManagement: true }, [statusLists('statusManagement')]);
+            await refused('POST', '/api/issuer/credentials', { ...pid, id: 'pid-status', status: { enabled: true } }, [statusLists('status.enabled')]);
+            await refused('PATCH', '/api/issuer/credentials/pid', { config: { ...pid.config, keyAttestationsRequired: { key_storage: ['iso_18045_high'] } } }, [{ path: 'config.keyAttestationsRequired', message: '"config.keyAttestationsRequired": key attestations are not available yet' }]);
+            await refused('PATCH', '/api/issuer/credentials/pid', { config: { ...pid.config, proofTypesSupported: ['attestation'] } }, [{ path: 'config.proofTypesSupported', message: '"config.proofTypesSupported": the attestation proof type is not available yet' }]);
+            await refused('PUT', '/api/issuer/config', { walletAttestationRequired: true }, [{ path: 'walletAttestationRequired', message: '"walletAttestationRequired": wallet attestation at the token endpoint is not available yet' }]);
+            await refused('PUT', '/api/issuer/config', { refreshTokenEnabled: true }, [{ path: 'refreshTokenEnabled', message: '"refreshTokenEnabled": refresh tokens are not available yet' }]);
+            const mdl = { id: 'mdl-unbound', config: { format: 'mso_mdoc', docType: 'org.iso.18013.5.1.mDL', display: [{ locale: 'en', name: 'mDL' }] }, fields: [{ path: ['org.iso.18013.5.1', 'given_name'], type: 'string' }], keyChainId: 'issuer', keyBinding: false };
+            await refused('POST', '/api/issuer/credentials', mdl, [{ path: 'keyBinding', message: '"keyBinding" must be true for mso_mdoc: an mdoc always carries the device key' }]);
+            // Switched off, they are accepted.
+            const off = await t.server.inject({ method: 'PUT', url: '/api/issuer/config', headers: bearer(admin), payload: { walletAttestationRequired: false, refreshTokenEnabled: false } });
+            expect(off.statusCode, off.payload).to.equal(200);
+            const saved = await t.server.inject({ method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin), payload: { ...pid, id: 'pid-off', statusManagement: false, status: { enabled: false } } });
+            expect(saved.statusCode, saved.payload).to.equal(201);
+            expect((await t.server.inject({ method: 'DELETE', url: '/api/issuer/credentials/pid-off', headers: bearer(admin) })).statusCode).to.equal(204);
+        });
+
+        it('refuses the same settings in the configuration import, and the tenant is not imported', async () => {
+            const folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-import-'));
+            try {
+                Fs.cpSync(Path.join(__dirname, '../../examples/config/demo'), Path.join(folder, 'refused'), { recursive: true });
+                const edit = (file: string, change: (spec: any) => void) => {
+                    const path = Path.join(folder, 'refused', file);
+                    const document = JSON.parse(Fs.readFileSync(path, 'utf8'));
+                    change(document.spec);
+                    Fs.writeFileSync(path, JSON.stringify(document));
+                };
+                edit('issuance/credentials/pid.json', (spec) => (spec.statusManagement = true));
+                edit('issuance/credentials/mdl.json', (spec) => (spec.keyBinding = false));
+                edit('issuance/issuance.json', (spec) => (spec.refreshTokenEnabled = true));
+                const report = await importConfigFolder({ folder, registry: t.server.registry, db: t.server.db, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'warn' });
+                const [result] = report.tenants;
+                expect(result).to.include({ tenantId: 'refused', status: 'failed', created: 0 });
+                expect(result!.error).to.contain('"statusManagement": token status lists are not available yet');
+                expect(result!.error).to.contain('"keyBinding" must be true for mso_mdoc');
+                expect(result!.error).to.contain('"refreshTokenEnabled": refresh tokens are not available yet');
+                const root = await rootToken(t.server);
+                expect((await t.server.inject({ url: '/api/tenants/refused', headers: bearer(root) })).statusCode).to.equal(404);
+            }
+            finally {
+                Fs.rmSync(folder, { recursive: true, force: true });
+            }
+        });
+
+        it('publishes proof_types_supported as configured (jwt when absent), and none without key binding', async () => {
+            const configured = await t.server.inject({ method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin), payload: { ...pid, id: 'pid-jwt', config: { ...pid.config, proofTypesSupported: ['jwt'] } } });
+            expect(configured.statusCode, configured.payload).to.equal(201);
+            const unbound = await t.server.inject({ method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin), payload: { ...pid, id: 'pid-unbound', keyBinding: false } });
+            expect(unbound.statusCode, unbound.payload).to.equal(201);
+            const supported = ((await t.server.inject('/.well-known/openid-credential-issuer/issuers/acme')).result as any).credential_configurations_supported;
+            for (const id of ['pid', 'pid-jwt']) {
+                expect(supported[id].proof_types_supported, id).to.equal({ jwt: { proof_signing_alg_values_supported: ['ES256'] } });
+            }
+            expect(supported['pid-unbound'].proof_types_supported).to.not.exist();
         });
     });
 }

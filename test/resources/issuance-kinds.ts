@@ -31,7 +31,6 @@ const pid: CredentialConfig = {
             },
             { locale: 'de-DE', name: 'Personalausweis' }
         ],
-        keyAttestationsRequired: { key_storage: ['iso_18045_high'], user_authentication: ['iso_18045_high'] },
         credentialReusePolicy: {
             id: 'arf_annex_ii',
             options: [
@@ -63,9 +62,10 @@ const pid: CredentialConfig = {
     webhookEndpointId: null,
     vct: { vct: 'urn:eudi:pid:de:1', name: 'German PID', extends: 'urn:eudi:pid:1', 'extends#integrity': 'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=' },
     keyChainId: 'pid-signer',
-    statusManagement: true,
-    status: { enabled: true, bits: 2 },
-    activeCredentials: { enabled: true, tracking: 'internal' },
+    // Token status lists are not built yet: only the switched-off form is accepted.
+    statusManagement: false,
+    status: { enabled: false, bits: 2 },
+    activeCredentials: null,
     iaeActions: [
         { type: 'openid4vp_presentation', presentationConfigId: 'pid-check', label: 'Present your current PID' },
         { type: 'redirect_to_web', url: 'https://issuer.example.com/kyc', label: 'Identify', description: 'Video identification', callbackUrl: 'https://issuer.example.com/kyc/done' }
@@ -127,7 +127,7 @@ describe('CredentialConfig', () => {
         expect(spec.config.credentialReusePolicy).to.equal(pid.config.credentialReusePolicy);
         expect(spec.fields[3]!.children!.map((c) => c.path)).to.equal([['address', 'street_address'], ['address', 'locality'], ['address', 'postal_code'], ['address', 'country']]);
         expect(spec.fields[4]!.children![0]!.path).to.equal(['nationalities', null]);
-        expect(spec.status).to.equal({ enabled: true, bits: 2, credentialConfigurationBound: false });
+        expect(spec.status).to.equal({ enabled: false, bits: 2, credentialConfigurationBound: false });
     });
 
     it('accepts a full mDL-like mso_mdoc configuration as given', () => {
@@ -143,15 +143,16 @@ describe('CredentialConfig', () => {
             config: { format: 'dc+sd-jwt', display: [] },
             fields: [{ path: ['address'], type: 'object', children: [{ path: ['address', 'locality'], type: 'string' }] }],
             vct: 'urn:example:minimal',
-            status: { enabled: true }
+            status: { enabled: false }
         });
         expect(spec.keyBinding).to.equal(true);
         expect(spec.sdJwtTrustFormat).to.equal('x5c');
-        expect(spec.config.proofTypesSupported).to.equal(['jwt', 'attestation']);
+        // The attestation proof type is not built yet.
+        expect(spec.config.proofTypesSupported).to.equal(['jwt']);
         expect(spec.fields[0]).to.contain({ mandatory: false, disclosable: false });
         expect(spec.fields[0]!.children![0]).to.contain({ mandatory: false, disclosable: false });
         // bits stays open so that the tenant's status-list default can apply.
-        expect(spec.status).to.equal({ enabled: true, credentialConfigurationBound: false });
+        expect(spec.status).to.equal({ enabled: false, credentialConfigurationBound: false });
         // An explicit null is kept: it is the document's own choice.
         expect(valid(credentialConfigKind, { ...pid, sdJwtTrustFormat: null }).sdJwtTrustFormat).to.be.null();
         expect(valid(credentialConfigKind, { ...pid, keyBinding: false }).keyBinding).to.equal(false);
@@ -211,18 +212,59 @@ describe('CredentialConfig', () => {
             const spec = variant(pid, (c) => {
                 c.statusManagement = statusManagement;
                 delete c.status;
+                c.activeCredentials = { enabled: true, tracking: 'internal' };
             });
             expect(problems(credentialConfigKind, spec)).to.equal([{ path: 'activeCredentials', message: '"activeCredentials" requires statusManagement true' }]);
         }
         expect(valid(credentialConfigKind, { ...pid, statusManagement: false, status: undefined, activeCredentials: null }).activeCredentials).to.be.null();
-        expect(paths(credentialConfigKind, variant(pid, (c) => delete c.activeCredentials.enabled))).to.equal(['activeCredentials.enabled']);
-        expect(paths(credentialConfigKind, variant(pid, (c) => (c.activeCredentials.tracking = 'external')))).to.equal(['activeCredentials.tracking']);
+        // The shape is still checked beside statusManagement true, which itself is refused until status lists exist.
+        const withStatus = (activeCredentials: object) => paths(credentialConfigKind, { ...pid, statusManagement: true, status: { enabled: true }, activeCredentials });
+        expect(withStatus({ tracking: 'internal' })).to.equal(['statusManagement', 'status.enabled', 'activeCredentials.enabled']);
+        expect(withStatus({ enabled: true, tracking: 'external' })).to.equal(['statusManagement', 'status.enabled', 'activeCredentials.tracking']);
     });
 
     it('rejects a status object that contradicts statusManagement, and bits outside 1, 2, 4, 8', () => {
-        expect(problems(credentialConfigKind, { ...pid, status: { enabled: false } })).to.equal([{ path: 'status.enabled', message: '"status.enabled" must equal statusManagement' }]);
-        expect(paths(credentialConfigKind, { ...pid, status: { enabled: true, bits: 3 } })).to.equal(['status.bits']);
+        expect(valid(credentialConfigKind, { ...pid, statusManagement: undefined, status: { enabled: false } }).status!.enabled).to.equal(false);
+        expect(problems(credentialConfigKind, { ...pid, status: { enabled: true } })).to.equal([
+            { path: 'status.enabled', message: '"status.enabled" must equal statusManagement' },
+            { path: 'status.enabled', message: '"status.enabled": token status lists are not available yet' }
+        ]);
+        expect(paths(credentialConfigKind, { ...pid, status: { enabled: false, bits: 3 } })).to.equal(['status.bits']);
         expect(paths(credentialConfigKind, { ...pid, status: { bits: 1 } })).to.equal(['status.enabled']);
+    });
+
+    it('refuses settings whose feature is not built yet, naming the feature; off and absent stay accepted', () => {
+        expect(problems(credentialConfigKind, { ...pid, statusManagement: true, status: { enabled: true } })).to.equal([
+            { path: 'statusManagement', message: '"statusManagement": token status lists are not available yet' },
+            { path: 'status.enabled', message: '"status.enabled": token status lists are not available yet' }
+        ]);
+        expect(problems(credentialConfigKind, { ...pid, statusManagement: undefined, status: { enabled: true } })).to.equal([
+            { path: 'status.enabled', message: '"status.enabled": token status lists are not available yet' }
+        ]);
+        for (const keyAttestationsRequired of [{ key_storage: ['iso_18045_high'], user_authentication: ['iso_18045_high'] }, {}]) {
+            expect(problems(credentialConfigKind, variant(pid, (c) => (c.config.keyAttestationsRequired = keyAttestationsRequired)))).to.equal([
+                { path: 'config.keyAttestationsRequired', message: '"config.keyAttestationsRequired": key attestations are not available yet' }
+            ]);
+        }
+        for (const proofTypesSupported of [['attestation'], ['jwt', 'attestation'], ['attestation', 'jwt']]) {
+            expect(problems(credentialConfigKind, variant(pid, (c) => (c.config.proofTypesSupported = proofTypesSupported)))).to.equal([
+                { path: 'config.proofTypesSupported', message: '"config.proofTypesSupported": the attestation proof type is not available yet' }
+            ]);
+        }
+        expect(valid(credentialConfigKind, variant(pid, (c) => (c.config.proofTypesSupported = ['jwt']))).config.proofTypesSupported).to.equal(['jwt']);
+        const off = valid(credentialConfigKind, { ...pid, statusManagement: false, status: { enabled: false } });
+        expect(off).to.include({ statusManagement: false });
+        const absent = valid(credentialConfigKind, variant(pid, (c) => (delete c.statusManagement, delete c.status, delete c.activeCredentials)));
+        expect(absent.statusManagement).to.not.exist();
+        expect(absent.config.keyAttestationsRequired).to.not.exist();
+    });
+
+    it('refuses keyBinding false for mso_mdoc, which cannot be issued without a device key', () => {
+        expect(problems(credentialConfigKind, { ...mdl, keyBinding: false })).to.equal([
+            { path: 'keyBinding', message: '"keyBinding" must be true for mso_mdoc: an mdoc always carries the device key' }
+        ]);
+        expect(valid(credentialConfigKind, { ...mdl, keyBinding: undefined }).keyBinding).to.equal(true);
+        expect(valid(credentialConfigKind, { ...pid, keyBinding: false }).keyBinding).to.equal(false);
     });
 
     describe('credentialReusePolicy', () => {
@@ -444,8 +486,8 @@ describe('IssuanceConfig', () => {
             display: [{ locale: 'en', name: 'Example Issuer', logo: { uri: 'https://issuer.example.com/logo.png' } }, { locale: 'de', name: 'Beispiel' }],
             batchSize: 100,
             dPopRequired: true,
-            walletAttestationRequired: true,
-            refreshTokenEnabled: true,
+            walletAttestationRequired: false,
+            refreshTokenEnabled: false,
             txCodeMaxAttempts: 1,
             offerLifetimeSeconds: 600
         };
@@ -464,6 +506,13 @@ describe('IssuanceConfig', () => {
         });
         expect(registry.schemaUrl(issuanceConfigKind)).to.equal('https://schemas.hallmark.dev/config/v2/IssuanceConfigFile.schema.json');
         expect(() => registry.parseDocument({ $schema: 'https://schemas.hallmark.dev/config/v3/IssuanceConfigFile.schema.json', spec: {} })).to.throw(/newer than this service supports/);
+    });
+
+    it('refuses walletAttestationRequired and refreshTokenEnabled true until their features are built', () => {
+        expect(problems(issuanceConfigKind, { walletAttestationRequired: true, refreshTokenEnabled: true })).to.equal([
+            { path: 'walletAttestationRequired', message: '"walletAttestationRequired": wallet attestation at the token endpoint is not available yet' },
+            { path: 'refreshTokenEnabled', message: '"refreshTokenEnabled": refresh tokens are not available yet' }
+        ]);
     });
 
     it('rejects offerLifetimeSeconds 0 and out-of-range values', () => {

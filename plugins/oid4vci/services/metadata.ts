@@ -25,7 +25,9 @@ const configurationMetadata = (credential: CredentialConfig) => {
         ...(bound
             ? {
                 cryptographic_binding_methods_supported: mdoc ? ['cose_key'] : ['jwk'],
-                proof_types_supported: { jwt: { proof_signing_alg_values_supported: ['ES256'] } }
+                // As configured; the schema refuses the types this issuer cannot verify yet.
+                proof_types_supported: Object.fromEntries((credential.config.proofTypesSupported ?? ['jwt'])
+                    .map((type) => [type, { proof_signing_alg_values_supported: ['ES256'] }]))
             }
             : {}),
         credential_metadata: {

@@ -148,6 +148,16 @@ for (const dialect of DIALECTS) {
             }
             expect(supported['pid-unbound'].proof_types_supported).to.not.exist();
         });
+
+        it('describes credentialClaims, both forms, with an example in the API docs', async () => {
+            const doc = JSON.parse((await t.server.inject('/api/docs-json')).payload);
+            const property = doc.definitions.CredentialOfferRequest.properties.credentialClaims;
+            const claims = property.$ref ? doc.definitions[property.$ref.replace('#/definitions/', '')] : property;
+            expect(claims.description).to.contain('{"type": "inline", "claims": {...}}');
+            expect(claims.description).to.contain('{"type": "attributeProvider", "attributeProviderId": "..."}');
+            expect(Object.values(claims.example).map((source: any) => source.type).sort()).to.equal(['attributeProvider', 'inline']);
+            expect(claims.example.pid.claims).to.include({ given_name: 'Erika' });
+        });
     });
 }
 

@@ -37,7 +37,16 @@ export const offerRequestSchema = Joi.object<OfferRequest, true>({
             { is: 'attributeProvider', then: Joi.object({ type: Joi.string().valid('attributeProvider').required(), attributeProviderId: Joi.string().required() }) }
         ],
         otherwise: Joi.object({ type: Joi.string().valid('inline', 'attributeProvider').required() }).unknown(true)
-    })).description('Claims per credential configuration id'),
+    })).description([
+        'Where the claims of each offered credential configuration come from, keyed by its id. Two forms:',
+        '{"type": "inline", "claims": {...}}: the claim values themselves (for mso_mdoc grouped by namespace);',
+        '{"type": "attributeProvider", "attributeProviderId": "..."}: fetched from that attribute provider when the wallet requests the credential.',
+        'A configuration without an entry uses its own attributeProviderId, else only its field defaults.',
+        'Every mandatory field needs a value, or the credential request is refused with credential_request_denied.'
+    ].join(' ')).example({
+        pid: { type: 'inline', claims: { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12' } },
+        mdl: { type: 'attributeProvider', attributeProviderId: 'dmv-register' }
+    }),
     tx_code: Joi.alternatives(Joi.string().pattern(/^[0-9]{4,12}$/, 'digits'), Joi.boolean().valid(true))
         .description('A transaction code of 4 to 12 digits, or true to have one generated and returned'),
     tx_code_description: Joi.string().max(300),

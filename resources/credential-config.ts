@@ -278,11 +278,11 @@ export const credentialMetadataConfigSchema = Joi.object<CredentialMetadataConfi
     keyAttestationsRequired: notAvailableYet(Joi.object<KeyAttestationsRequired, true>({
         key_storage: Joi.array().items(Joi.string().min(1)),
         user_authentication: Joi.array().items(Joi.string().min(1))
-    }).label('KeyAttestationsRequired'), 'key attestations are')
+    }).label('KeyAttestationsRequired'), 'key attestations are not available yet')
         .description('Not available yet: refused until key attestations are built'),
     // An empty list would publish proof_types_supported without any proof type, which OpenID4VCI does not allow.
     proofTypesSupported: notAvailableYet(Joi.array().items(Joi.string().valid(...PROOF_TYPES)).min(1).unique(),
-        'the attestation proof type is', (types: ProofType[]) => types.includes('attestation'))
+        'the attestation proof type is not available yet', (types: ProofType[]) => types.includes('attestation'))
         .default(() => ['jwt']).description('Proof types published in the issuer metadata. Default: jwt. attestation is not available yet'),
     credentialReusePolicy: credentialReusePolicySchema
 }).label('CredentialMetadataConfig');
@@ -392,7 +392,7 @@ const vctMetadataKeys = {
 const vctMetadataSchema = Joi.object<VctMetadata, true>(vctMetadataKeys).label('VctMetadata');
 const vctString = Joi.string().min(1).max(2048);
 
-const STATUS_LISTS = 'token status lists are';
+const STATUS_LISTS = 'token status lists are not available yet';
 
 const statusConfigSchema = Joi.object<CredentialStatusConfig, true>({
     // Two switches for one thing must not say different things.

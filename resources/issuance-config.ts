@@ -38,9 +38,9 @@ export const issuanceConfigSchema = Joi.object<IssuanceConfig, true>({
     batchSize: Joi.number().integer().min(1).max(100).default(1)
         .description('Credentials issued per credential request (batch issuance), 1 to 100'),
     dPopRequired: Joi.boolean().default(false).description('Require DPoP-bound access tokens'),
-    walletAttestationRequired: notAvailableYet(Joi.boolean(), 'wallet attestation at the token endpoint is', (on) => on === true).default(false)
+    walletAttestationRequired: notAvailableYet(Joi.boolean(), 'wallet attestation at the token endpoint is not available yet', (on) => on === true).default(false)
         .description('Require wallet attestation at the token endpoint. Not available yet: only false is accepted'),
-    refreshTokenEnabled: notAvailableYet(Joi.boolean(), 'refresh tokens are', (on) => on === true).default(false)
+    refreshTokenEnabled: notAvailableYet(Joi.boolean(), 'refresh tokens are not available yet', (on) => on === true).default(false)
         .description('Issue refresh tokens. Not available yet: only false is accepted'),
     txCodeMaxAttempts: Joi.number().integer().min(1).max(100).default(5)
         .description('Wrong transaction codes accepted before the pre-authorized code is locked'),

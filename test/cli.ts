@@ -3,9 +3,12 @@ import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { createTestDatabase } from './helpers/databases';
+import { freePort } from './helpers/net';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
+
+const SECRETS = { MASTER_SECRET: 'm'.repeat(32), AUTH_CLIENT_ID: 'root', AUTH_CLIENT_SECRET: 'a-long-enough-secret' };
 
 const root = Path.join(__dirname, '..');
 const cli = (args: string[], env: Record<string, string>) => ChildProcess.spawnSync(
@@ -35,6 +38,64 @@ describe('CLI', () => {
             expect(after.stdout).to.match(/[1-9][0-9]* applied, 0 pending/);
         }
         finally {
+            await db.drop();
+        }
+    });
+
+    describe('with PostgreSQL unreachable (a port nothing listens on)', () => {
+        const unreachable = async () => ({
+            ...SECRETS,
+            PUBLIC_URL: 'https://x.example',
+            LOG_LEVEL: 'info',
+            DB_TYPE: 'postgres',
+            DB_HOST: '127.0.0.1',
+            DB_PORT: String(await freePort()),
+            DB_USERNAME: 'hallmark',
+            DB_PASSWORD: 'secret',
+            DB_DATABASE: 'hallmark_db'
+        });
+
+        for (const command of ['start', 'migrate', 'migrate:status', 'keys:rotate']) {
+            it(`${command} prints one line naming the database, its address and the variables to check, and exits non-zero`, async () => {
+                const env = await unreachable();
+                const res = cli([command], env);
+                expect(res.status).to.equal(1);
+                const lines = res.stderr.trim().split('\n');
+                expect(lines, res.stderr).to.have.length(1);
+                expect(lines[0]).to.contain(`"hallmark_db" at 127.0.0.1:${env.DB_PORT}`);
+                expect(lines[0]).to.contain('ECONNREFUSED');
+                expect(lines[0]).to.contain('DB_HOST, DB_PORT, DB_USERNAME, DB_PASSWORD, DB_DATABASE and DB_SSL');
+                expect(lines[0]).to.not.contain('secret');
+                expect(res.stdout).to.not.match(/\n\s+at /);
+                expect(res.stderr).to.not.match(/\n\s+at /);
+            });
+        }
+    });
+
+    it('names the API docs URL in the start log', async () => {
+        const db = await createTestDatabase('sqlite');
+        const server = ChildProcess.spawn(
+            process.execPath,
+            ['-r', Path.join(root, 'scripts/register-ts.js'), Path.join(root, 'bin/hallmark.ts'), 'start'],
+            { env: { PATH: process.env.PATH ?? '', ...db.env, ...SECRETS, PUBLIC_URL: 'https://hallmark.example', PORT: '0', HOST: '127.0.0.1', WORKER: 'off', LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] }
+        );
+        try {
+            let out = '';
+            await new Promise<void>((resolve, reject) => {
+                server.stdout.on('data', (chunk: Buffer) => {
+                    out += chunk.toString();
+                    if (/Hallmark listening[\s\S]*database/.test(out)) {
+                        resolve();
+                    }
+                });
+                server.once('exit', (code) => reject(new Error(`exited with ${code} before listening:\n${out}`)));
+            });
+            expect(out).to.contain('docs: "https://hallmark.example/api/docs"');
+        }
+        finally {
+            const exited = new Promise((resolve) => server.once('exit', resolve));
+            server.kill('SIGTERM');
+            await exited;
             await db.drop();
         }
     });

@@ -1,4 +1,5 @@
 import ChildProcess from 'node:child_process';
+import Fs from 'node:fs';
 import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
@@ -40,6 +41,36 @@ describe('CLI', () => {
         finally {
             await db.drop();
         }
+    });
+
+    describe('npm scripts on a developer machine (examples/dev.env, as npm start)', () => {
+        /** The package.json script as `npm run` would run it, on the TypeScript sources instead of dist/. */
+        const npmRun = (name: string, env: Record<string, string>) => {
+            const script = (JSON.parse(Fs.readFileSync(Path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts[name];
+            expect(script, `npm script ${name}`).to.contain('dist/bin/hallmark.js');
+            const command = script!.replace('dist/bin/hallmark.js', '-r ./scripts/register-ts.js bin/hallmark.ts');
+            return ChildProcess.spawnSync('sh', ['-c', command], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8', timeout: 60_000 });
+        };
+
+        it('run migrate:status, migrate and keys:rotate without any variable set, and the variables set win over the file', async () => {
+            const db = await createTestDatabase('sqlite');
+            try {
+                // FOLDER set here wins over ./tmp of examples/dev.env: the developer's own database stays untouched.
+                const env = { FOLDER: db.folder, LOG_LEVEL: 'error' };
+                const status = npmRun('migrate:status', env);
+                expect(status.status, status.stderr).to.equal(0);
+                expect(status.stdout).to.match(/0 applied, [1-9][0-9]* pending/);
+                const migrate = npmRun('migrate', env);
+                expect(migrate.status, migrate.stderr).to.equal(0);
+                const rotate = npmRun('keys:rotate', env);
+                expect(rotate.status, rotate.stderr).to.equal(0);
+                expect(rotate.stdout).to.contain('New token signing key');
+                expect(Fs.existsSync(Path.join(db.folder, 'service.db'))).to.be.true();
+            }
+            finally {
+                await db.drop();
+            }
+        });
     });
 
     describe('with PostgreSQL unreachable (a port nothing listens on)', () => {

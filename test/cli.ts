@@ -52,6 +52,15 @@ describe('CLI', () => {
             return ChildProcess.spawnSync('sh', ['-c', command], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8', timeout: 60_000 });
         };
 
+        it('exist for every `npm run` command the README and docs/ name', () => {
+            const scripts = (JSON.parse(Fs.readFileSync(Path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+            const docs = ['README.md', ...Fs.readdirSync(Path.join(root, 'docs')).map((f) => `docs/${f}`)];
+            const named = docs.flatMap((file) => [...Fs.readFileSync(Path.join(root, file), 'utf8').matchAll(/npm run ([\w:-]+)/g)].map((m) => `${file}: ${m[1]}`));
+            expect(named).to.include('README.md: keys:rotate');
+            expect(named).to.include('README.md: migrate:status');
+            expect(named.filter((n) => !(n.split(': ')[1]! in scripts))).to.equal([]);
+        });
+
         it('run migrate:status, migrate and keys:rotate without any variable set, and the variables set win over the file', async () => {
             const db = await createTestDatabase('sqlite');
             try {

@@ -3,7 +3,7 @@ import { createServer, type Manifest } from '../lib/compose';
 import { ConfigError, loadConfig, type Config } from '../lib/config';
 import { ColumnCipher } from '../lib/crypto/column-cipher';
 import { SecretHasher } from '../lib/crypto/secret-hash';
-import { Database } from '../lib/db/database';
+import { Database, DatabaseUnreachableError } from '../lib/db/database';
 import { migrateLatest, migrationStatus } from '../lib/db/migrate';
 import { createLogger, type Logger } from '../lib/logging';
 import { ServiceKeys } from '../plugins/oauth2/service-keys';
@@ -23,6 +23,7 @@ const loadManifest = (name?: string): Manifest => {
 };
 
 const withDatabase = async <T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> => {
+    await Database.assertReachable(config.db);
     const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
     try {
         return await fn(db);
@@ -33,6 +34,7 @@ const withDatabase = async <T>(config: Config, fn: (db: Database) => Promise<T>)
 };
 
 const start = async (config: Config, log: Logger, manifestName?: string): Promise<Hapi.Server> => {
+    await Database.assertReachable(config.db);
     const server = await createServer(loadManifest(manifestName), config, { logger: log });
     let stopping = false;
     const shutdown = async (signal: string) => {
@@ -48,7 +50,9 @@ const start = async (config: Config, log: Logger, manifestName?: string): Promis
     process.once('SIGTERM', () => void shutdown('SIGTERM'));
     process.once('SIGINT', () => void shutdown('SIGINT'));
     await server.start();
-    log.info({ url: server.info.uri, publicUrl: config.publicUrl, database: config.db.type }, 'Hallmark listening');
+    // A manifest without the docs plugin serves no docs.
+    const docs = server.match('GET', '/api/docs') ? `${config.publicUrl}/api/docs` : undefined;
+    log.info({ url: server.info.uri, publicUrl: config.publicUrl, docs, database: config.db.type }, 'Hallmark listening');
     return server;
 };
 
@@ -106,6 +110,10 @@ const main = async (argv: string[]): Promise<void> => {
 };
 
 main(process.argv.slice(2)).catch((err) => {
+    if (err instanceof DatabaseUnreachableError) {
+        process.stderr.write(`hallmark: ${err.message}\n`);
+        process.exit(1);
+    }
     process.stderr.write(`hallmark: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
     process.exit(1);
 });

@@ -6,10 +6,31 @@ import type { BaseModel } from './model';
 import { createKnex, dialectOf, ping, type Dialect } from './knex';
 import type { DatabaseConfig } from '../config';
 
+/** The variables that say where the PostgreSQL database is and how to log in: what to check when it cannot be reached. */
+const CONNECTION_VARIABLES = 'DB_HOST, DB_PORT, DB_USERNAME, DB_PASSWORD, DB_DATABASE and DB_SSL';
+
+/** The database could not be reached or refused the login; the message is one line, without the password. */
+export class DatabaseUnreachableError extends Error {
+    constructor(db: Extract<DatabaseConfig, { type: 'postgres' }>, cause: unknown) {
+        super(`Cannot connect to PostgreSQL database "${db.database}" at ${db.host}:${db.port} as "${db.user}": ${describeCause(cause)}. Check ${CONNECTION_VARIABLES}.`, { cause });
+        this.name = 'DatabaseUnreachableError';
+    }
+}
+
+/** One line: a connection refused on every address of a name comes as an AggregateError whose own message is empty. */
+const describeCause = (err: unknown): string => {
+    const first = err instanceof AggregateError && !err.message ? err.errors[0] : err;
+    const text = first instanceof Error ? first.message || (first as { code?: string }).code || first.name : String(first);
+    return text.replace(/\s+/g, ' ').trim();
+};
+
 export type Transaction = Knex.Transaction;
 
 const ambientTransaction = new AsyncLocalStorage<Transaction>();
 type ModelClass<M extends typeof BaseModel> = M;
+
+/** A host that drops packets never refuses: give up after this long instead of waiting for TCP to. */
+const REACHABLE_TIMEOUT_MS = 10_000;
 
 /** One database: its knex, its dialect, and models bound to it and to its column cipher. */
 export class Database {
@@ -22,6 +43,26 @@ export class Database {
 
     static open(config: DatabaseConfig, cipher: ColumnCipher, hasher?: SecretHasher): Database {
         return new Database(createKnex(config), cipher, hasher);
+    }
+
+    /**
+     * Checks at start that PostgreSQL answers, so that a wrong address or login stops the process with one line
+     * naming what to check instead of a stack from the first migration. SQLite opens a local file: nothing to reach.
+     */
+    static async assertReachable(config: DatabaseConfig): Promise<void> {
+        if (config.type !== 'postgres') {
+            return;
+        }
+        const knex = createKnex(config, { connectTimeoutMs: REACHABLE_TIMEOUT_MS });
+        try {
+            await knex.raw('select 1');
+        }
+        catch (err) {
+            throw new DatabaseUnreachableError(config, err);
+        }
+        finally {
+            await knex.destroy();
+        }
     }
 
     /** Hashes write-only secrets (client secrets) with the service's key. */

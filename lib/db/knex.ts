@@ -33,7 +33,19 @@ const cachePreparedStatements = (conn: { prepare: (sql: string) => unknown }): v
     };
 };
 
-export const createKnex = (db: DatabaseConfig): KnexType => {
+/**
+ * knex prints every failed connection attempt with its stack on the console, then rejects the query with the same
+ * error, which its caller reports (at start: one line naming the database). Its other warnings still go out.
+ */
+const knexLog = {
+    warn: (message: unknown) => {
+        if (!(typeof message === 'string' && message.startsWith('Acquire connection error'))) {
+            console.warn(message);
+        }
+    }
+};
+
+export const createKnex = (db: DatabaseConfig, options: { connectTimeoutMs?: number } = {}): KnexType => {
     if (db.type === 'sqlite') {
         if (db.filename !== ':memory:') {
             Fs.mkdirSync(Path.dirname(db.filename), { recursive: true });
@@ -43,6 +55,7 @@ export const createKnex = (db: DatabaseConfig): KnexType => {
             client: 'better-sqlite3',
             connection: { filename: db.filename },
             useNullAsDefault: true,
+            log: knexLog,
             pool: {
                 min: 1,
                 max: 1,
@@ -76,9 +89,11 @@ export const createKnex = (db: DatabaseConfig): KnexType => {
             user: db.user,
             password: db.password,
             database: db.database,
-            ssl: pgSsl(db)
+            ssl: pgSsl(db),
+            connectionTimeoutMillis: options.connectTimeoutMs
         },
-        pool: { min: 0, max: 10 }
+        pool: { min: 0, max: 10 },
+        log: knexLog
     });
 };
 

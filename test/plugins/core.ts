@@ -35,7 +35,7 @@ for (const dialect of DIALECTS) {
 
         it('offers the OAuth2 client-credentials flow in the API docs', async () => {
             const doc = JSON.parse((await t.server.inject('/api/docs-json')).payload);
-            expect(doc.securityDefinitions.oauth2).to.include({ type: 'oauth2', flow: 'application', tokenUrl: 'http://hallmark.test/api/oauth2/token' });
+            expect(doc.securityDefinitions.oauth2).to.include({ type: 'oauth2', flow: 'application', tokenUrl: '/api/oauth2/token' });
             expect(doc.security).to.equal([{ oauth2: [] }]);
         });
 

@@ -41,6 +41,9 @@ export const tokenRoutes = (tokens: TokenService): ServerRoute[] => [{
     options: {
         auth: false,
         app: { protocol: true },
+        // A docs page (Swagger UI's Authorize) or tool served from another origin may ask for a token; the answer
+        // needs the client's secret, so allowing any origin gives nothing away. Swagger UI adds X-Requested-With.
+        cors: { origin: ['*'], additionalHeaders: ['X-Requested-With'] },
         tags: ['api', 'oauth2'],
         description: 'Issue an access token (client credentials grant)',
         notes: 'JSON or form body, client credentials in the body or as HTTP Basic. Errors follow RFC 6749: invalid_request, invalid_client, unsupported_grant_type.',

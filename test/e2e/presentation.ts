@@ -742,6 +742,109 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        it('a response before the request object was fetched answers 400 and the session stays active (contract)', async () => {
+            const tag = newTag();
+            const created = await offer({ requestId: 'pid', webhook: hook(tag) });
+            const walletNonce = new URL(new URL(created.uri).searchParams.get('request_uri')!).pathname.split('/')[2]!;
+            const early = await holder.post({ responseUri: `${publicUrl}/presentations/${walletNonce}/oid4vp` }, { error: 'access_denied', error_description: 'too early', state: walletNonce });
+            expect(early.status).to.equal(400);
+            expect(early.body.error).to.equal('invalid_request');
+            expect(early.body.error_description).to.contain('not been fetched');
+            const stored = await sessionOf(created.session);
+            expect(stored.status).to.equal('active');
+            expect(stored.failureCode).to.not.exist();
+            expect(deliveries(tag)).to.have.length(0);
+            // Once fetched, the presentation completes.
+            const answer = await present(await holder.resolve(created.uri), pid());
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(created.session)).status).to.equal('completed');
+        });
+
+        it('an encrypted response that is not a JSON object (null, number, string, array) answers 400; the session can still complete', async () => {
+            const { session, request, tag } = await start('pid');
+            for (const plaintext of ['null', '42', '"text"', '[1,2]', 'true']) {
+                const jwe = await new Jose.CompactEncrypt(new TextEncoder().encode(plaintext))
+                    .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM', kid: request.encryptionJwk.kid! })
+                    .encrypt(await Jose.importJWK({ ...request.encryptionJwk, alg: 'ECDH-ES' }, 'ECDH-ES'));
+                const answer = await holder.post(request, { response: jwe });
+                expect(answer.status, `${plaintext}: ${JSON.stringify(answer.body)}`).to.equal(400);
+                expect(answer.body.error).to.equal('invalid_request');
+            }
+            expect((await sessionOf(session)).status).to.equal('fetched');
+            const answer = await present(request, pid());
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(session)).status).to.equal('completed');
+            expect(deliveries(tag)).to.have.length(1);
+        });
+
+        it('a wallet error with a NUL in error inside the JWE answers 400 and leaves the session open to complete (no stuck claim)', async () => {
+            const { session, request, tag } = await start('pid');
+            for (const error of ['access\u0000denied', 'access_denied\n', 'ä']) {
+                const answer = await holder.decline(request, error, 'x', { encrypted: true });
+                expect(answer.status, JSON.stringify(answer.body)).to.equal(400);
+                expect(answer.body.error).to.equal('invalid_request');
+            }
+            const open = await sessionOf(session);
+            expect(open.status).to.equal('fetched');
+            expect(open.consumedAt).to.not.exist();
+            expect(open.failureCode).to.not.exist();
+            expect(deliveries(tag)).to.have.length(0);
+            const answer = await present(request, pid());
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(session)).status).to.equal('completed');
+            expect(deliveries(tag)).to.have.length(1);
+        });
+
+        it('a wallet error_description with a NUL is recorded display-safe', async () => {
+            const { session, request, tag } = await start('pid');
+            const answer = await holder.decline(request, 'access_denied', 'bad\u0000reason', { encrypted: true });
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            const stored = await sessionOf(session);
+            expect(stored.status).to.equal('failed');
+            expect(stored.failureCode).to.equal('access_denied');
+            expect(stored.errorReason).to.equal('Wallet error: access_denied: bad\uFFFDreason');
+            expect(deliveries(tag)).to.have.length(1);
+        });
+
+        it('a failure whose reason quotes a NUL the wallet sent is recorded display-safe (the verifier gets a result)', async () => {
+            const started = await start('pid');
+            const [token] = (await holder.vpToken(started.request, pid())).pid!;
+            const answer = await holder.postEncrypted(started.request, { 'p\u0000id': [token!] });
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(400);
+            await expectFailure(answer, started, { message: 'Presentation validation failed: vp_token names unknown credential query p\uFFFDid' });
+        });
+
+        it('when recording the outcome fails, the session is not left claimed: a later response completes it', async () => {
+            const knex = t.server.db.knex;
+            const trigger = 'hallmark_test_fault';
+            if (dialect === 'postgres') {
+                await knex.raw(`create function ${trigger}() returns trigger as $$ begin raise exception 'injected write failure'; end $$ language plpgsql`);
+                await knex.raw(`create trigger ${trigger} before update on sessions for each row when (new.error_reason like '%fault-injection%') execute function ${trigger}()`);
+            }
+            else {
+                await knex.raw(`create trigger ${trigger} before update on sessions when new.error_reason like '%fault-injection%' begin select raise(abort, 'injected write failure'); end`);
+            }
+            try {
+                const { session, request, tag } = await start('pid');
+                const refused = await holder.decline(request, 'access_denied', 'fault-injection', { encrypted: true });
+                expect(refused.status).to.equal(500);
+                const open = await sessionOf(session);
+                expect(open.status).to.equal('fetched');
+                expect(open.consumedAt).to.not.exist();
+                expect(deliveries(tag)).to.have.length(0);
+                const answer = await present(request, pid());
+                expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+                expect((await sessionOf(session)).status).to.equal('completed');
+                expect(deliveries(tag)).to.have.length(1);
+            }
+            finally {
+                await knex.raw(`drop trigger ${trigger}${dialect === 'postgres' ? ' on sessions' : ''}`);
+                if (dialect === 'postgres') {
+                    await knex.raw(`drop function ${trigger}()`);
+                }
+            }
+        });
+
         it('a tampered JWE or one for another key answers 400 and leaves the session open', async () => {
             const { session, request, tag } = await start('pid');
             const vpToken = await holder.vpToken(request, pid());
@@ -840,6 +943,26 @@ for (const dialect of DIALECTS) {
             expect((await present(await holder.resolve(inline.uri), pid())).status).to.equal(200);
             expect(deliveries(tag)).to.have.length(1);
             expect(deliveries('pid-hooked')).to.have.length(before + 1);
+        });
+
+        it('presented values leave out cnf and status in the session and the webhook (spec 6.2, contract)', async () => {
+            const withStatus = await issueSdJwtVc(t.server.signing, {
+                tenantId: 'acme', keyChainId: 'issuer', issuer: `${publicUrl}/issuers/acme`, vct: PID_VCT,
+                claims: { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12', age_over_18: true }, fields: PID_FIELDS,
+                holderJwk: holderKey.publicJwk, status: { status_list: { idx: 7, uri: 'https://status.example/lists/1' } }
+            });
+            const { session, request, tag } = await start('pid');
+            const answer = await present(request, pid(undefined, withStatus));
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            const stored = await sessionOf(session);
+            expect(stored.status).to.equal('completed');
+            const values = stored.credentials[0].values[0];
+            expect(values).to.include({ given_name: 'Erika', age_over_18: true, vct: PID_VCT });
+            expect(values.cnf).to.not.exist();
+            expect(values.status).to.not.exist();
+            const sent = deliveries(tag);
+            expect(sent).to.have.length(1);
+            expect(sent[0]!.body.credentials[0].values).to.equal(stored.credentials[0].values);
         });
 
         it('includeRawTokensFor must name DCQL credential ids', async () => {

@@ -945,6 +945,35 @@ for (const dialect of DIALECTS) {
             expect(deliveries('pid-hooked')).to.have.length(before + 1);
         });
 
+        it('the configuration\'s webhook endpoint is resolved when the request is made: a later change or deletion does not move the result', async () => {
+            await create('acme', '/api/issuer/webhook-endpoints', { id: 'moving', name: 'Moving', url: `${receiver.url}/endpoint/moving-original`, auth: { type: 'apiKey', config: { headerName: 'x-endpoint-key', value: 'moving-secret-1' } } });
+            await create('acme', '/api/verifier/config', { id: 'pid-moving', dcql_query: PID_QUERY, webhookEndpointId: 'moving' });
+            const changed = await offer({ requestId: 'pid-moving' });
+            const deleted = await offer({ requestId: 'pid-moving' });
+            // The session keeps the target sealed: the endpoint's secret is not in the stored row as plain text.
+            const row = await t.server.db.knex('sessions').where({ id: changed.session }).first();
+            expect(JSON.stringify(row)).to.not.contain('moving-secret-1');
+
+            const patched = await api(admins.acme!, 'PATCH', '/api/issuer/webhook-endpoints/moving', { url: `${receiver.url}/endpoint/moving-changed`, auth: { type: 'apiKey', config: { headerName: 'x-endpoint-key', value: 'moving-secret-2' } } });
+            expect(patched.status, patched.payload).to.equal(200);
+            expect((await present(await holder.resolve(changed.uri), pid())).status).to.equal(200);
+            expect(deliveries('moving-changed')).to.have.length(0);
+            const sent = deliveries('moving-original');
+            expect(sent).to.have.length(1);
+            expect(sent[0]!.body.session).to.equal(changed.session);
+            expect(sent[0]!.headers['x-endpoint-key']).to.equal('moving-secret-1');
+
+            expect((await api(admins.acme!, 'PATCH', '/api/verifier/config/pid-moving', { webhookEndpointId: null })).status).to.equal(200);
+            expect((await api(admins.acme!, 'DELETE', '/api/issuer/webhook-endpoints/moving')).status).to.equal(204);
+            expect((await present(await holder.resolve(deleted.uri), pid())).status).to.equal(200);
+            expect(deliveries('moving-original')).to.have.length(2);
+            expect(deliveries('moving-original')[1]!.body.session).to.equal(deleted.session);
+            // A request made now, without an endpoint, sends nothing.
+            const none = await offer({ requestId: 'pid-moving' });
+            expect((await present(await holder.resolve(none.uri), pid())).status).to.equal(200);
+            expect(receiver.deliveries.filter((d) => d.body?.session === none.session)).to.have.length(0);
+        });
+
         it('presented values leave out cnf and status in the session and the webhook (spec 6.2, contract)', async () => {
             const withStatus = await issueSdJwtVc(t.server.signing, {
                 tenantId: 'acme', keyChainId: 'issuer', issuer: `${publicUrl}/issuers/acme`, vct: PID_VCT,

@@ -2,16 +2,13 @@ import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { Config } from '../../../lib/config';
 import { decryptEcdhEs } from '../../../lib/crypto/ecdh-es';
-import type { Database } from '../../../lib/db/database';
 import { OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
-import type { Registry } from '../../../lib/registry/registry';
 import type { Session, SessionPatch, SessionService } from '../../../lib/sessions/session-service';
 import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
 import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
 import { verifySdJwtPresentation } from '../../../lib/verify/sd-jwt-vc';
-import { deliverWebhook, type WebhookTarget } from '../../../lib/webhooks';
-import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
+import { deliverWebhook } from '../../../lib/webhooks';
 import { matchDcql, type PresentedCredential } from './dcql';
 import type { PresentationData } from './requests';
 import type { TrustAnchors } from './trust-anchors';
@@ -49,7 +46,7 @@ const b64urlSha256 = (value: string) => Crypto.createHash('sha256').update(value
  * records the outcome together, so exactly one response is recorded and a session is never claimed without one.
  */
 export class PresentationResponses {
-    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
+    constructor(private readonly deps: { config: Config; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
 
     async receive(session: Session, form: Record<string, unknown>): Promise<WalletAnswer> {
         const data = session.data as unknown as PresentationData;
@@ -251,21 +248,15 @@ export class PresentationResponses {
         return { status: 200, body: target ? { redirect_uri: this.withParams(target, session.id, { error, error_description: description }) } : {} };
     }
 
-    /** Spec 6.2/6.3: one attempt; failures are logged and change nothing; a `{redirectUri}` answer overrides the redirect. */
+    /**
+     * Spec 6.2/6.3: one attempt to the target resolved when the request was made; failures are logged and change
+     * nothing; a `{redirectUri}` answer overrides the redirect.
+     */
     private async notify(session: Session, data: PresentationData, body: object): Promise<string | undefined> {
-        let target: WebhookTarget | undefined = data.webhook;
-        if (!target && data.webhookEndpointId) {
-            const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, { tenantId: session.tenantId, clientId: 'system:oid4vp', roles: [] }, 'WebhookEndpoint', data.webhookEndpointId);
-            if (!endpoint) {
-                this.deps.log.warn({ webhookEndpointId: data.webhookEndpointId, sessionId: session.id }, 'webhook endpoint does not exist; no presentation webhook sent');
-                return undefined;
-            }
-            target = { url: endpoint.spec.url, auth: endpoint.spec.auth };
-        }
-        if (!target) {
+        if (!data.webhook) {
             return undefined;
         }
-        const result = await deliverWebhook(this.deps.config.outbound, target, body, this.deps.log);
+        const result = await deliverWebhook(this.deps.config.outbound, data.webhook, body, this.deps.log);
         const answer = result.body as { redirectUri?: unknown } | undefined;
         if (!result.delivered || typeof answer?.redirectUri !== 'string') {
             return undefined;

@@ -1020,6 +1020,25 @@ for (const dialect of DIALECTS) {
             expect(res.status).to.equal(404);
         });
 
+        it('request transaction_data follows the configuration\'s rules: TS12 types must be supported and their payloads valid', async () => {
+            const payment = { type: 'urn:eudi:sca:payment:1', credential_ids: ['pid'], payload: { transaction_id: 'tx-1', payee: { name: 'Acme Shop', id: 'DE-123' }, currency: 'EUR', amount: 42 } };
+            const unsupported = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ type: 'urn:eudi:sca:not_a_type:1', credential_ids: ['pid'], payload: {} }] });
+            expect(unsupported.status).to.equal(400);
+            expect(unsupported.body.message).to.contain('not a supported TS12 transaction data type');
+            const badPayload = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ ...payment, payload: { ...payment.payload, currency: 'euro' } }] });
+            expect(badPayload.status).to.equal(400);
+            expect(badPayload.body.message).to.contain('currency');
+            const noPayload = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ type: payment.type, credential_ids: ['pid'] }] });
+            expect(noPayload.status).to.equal(400);
+            const unknownId = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ ...payment, credential_ids: ['nope'] }] });
+            expect(unknownId.status).to.equal(400);
+            expect(unknownId.body.details[0].path).to.equal('transaction_data.0.credential_ids.0');
+            const valid = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [payment] });
+            expect(valid.status, valid.payload).to.equal(201);
+            const request = await holder.resolve(valid.body.uri);
+            expect(decodeTransactionData(request.payload.transaction_data)).to.equal([payment]);
+        });
+
         it('presentation configuration CRUD: strict schema, DCQL rules, read-only fields', async () => {
             const base = { id: 'crud', dcql_query: PID_QUERY };
             expect((await api(admins.acme!, 'POST', '/api/verifier/config', { ...base, unknownField: true })).status).to.equal(400);

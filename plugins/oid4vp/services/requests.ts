@@ -12,7 +12,7 @@ import type { Session, SessionService } from '../../../lib/sessions/session-serv
 import type { WebhookTarget } from '../../../lib/webhooks';
 import type { KeyChain } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { withTenantUrl, type PresentationConfig } from '../../../resources/presentation-config';
+import { checkTransactionDataCredentialIds, transactionDataEntrySchema, withTenantUrl, type PresentationConfig, type TransactionData } from '../../../resources/presentation-config';
 import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
 
@@ -25,7 +25,7 @@ export interface PresentationRequest {
     response_type: 'uri' | 'dc-api' | 'iso-18013-7';
     webhook?: InlineWebhook;
     reference?: string;
-    transaction_data?: Array<Record<string, unknown>>;
+    transaction_data?: TransactionData[];
     redirectUri?: string;
     skewSeconds?: number;
     expected_origins?: string[];
@@ -40,7 +40,8 @@ export const presentationRequestSchema = Joi.object<PresentationRequest, true>({
         includeRawTokensFor: Joi.array().items(Joi.string()).unique()
     }).label('InlineWebhook'),
     reference: Joi.string().max(255),
-    transaction_data: Joi.array().items(Joi.object({ type: Joi.string().required(), credential_ids: Joi.array().items(Joi.string()).min(1).required() }).unknown(true)).min(1),
+    // The entry schema of the configuration (TS12 types and payloads included); credential ids are checked at create.
+    transaction_data: Joi.array().items(transactionDataEntrySchema).min(1).description('Replaces the configuration\'s transaction_data'),
     redirectUri: Joi.string().max(2048).custom((value: string, helpers) => {
         // {sessionId} is replaced when the wallet is sent there, so the URL is checked with it filled in.
         try {
@@ -115,11 +116,9 @@ export class PresentationRequests {
         const dcqlQuery = withTenantUrl(config, tenantUrl);
         const queryIds = new Set(dcqlQuery.credentials.map((c: { id: string }) => c.id));
         const transactionData = request.transaction_data ?? config.transaction_data ?? undefined;
-        for (const entry of transactionData ?? []) {
-            const unknown = (entry.credential_ids as string[]).filter((id) => !queryIds.has(id));
-            if (unknown.length) {
-                throw new ValidationError(`transaction_data names unknown credential query ids ${unknown.join(', ')}`, [{ path: 'transaction_data', message: 'credential_ids must be ids of the DCQL query' }]);
-            }
+        const unknownIds = checkTransactionDataCredentialIds(transactionData ?? [], dcqlQuery);
+        if (unknownIds.length) {
+            throw new ValidationError(`transaction_data names credential ids that are not in the DCQL query: ${unknownIds.map((p) => p.message).join('; ')}`, unknownIds.map((p) => ({ ...p, path: `transaction_data.${p.path}` })));
         }
         for (const id of request.webhook?.includeRawTokensFor ?? []) {
             if (!queryIds.has(id)) {

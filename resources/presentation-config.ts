@@ -698,11 +698,18 @@ const readOnly = <S extends Joi.Schema>(schema: S): S => schema.forbidden()
 
 const REDIRECT_URI = 'presentationConfig.redirectUri';
 
+/**
+ * Clock skew tolerance in seconds, of a configuration and of a request that overrides it. The spec sets only a
+ * minimum; joi's integer rule already refuses values beyond Number.MAX_SAFE_INTEGER, and the time checks compare
+ * plain numbers, so a larger skew only loosens the checks and cannot overflow.
+ */
+export const skewSecondsSchema = Joi.number().integer().min(0);
+
 export const presentationConfigSchema = Joi.object<PresentationConfig, true, PresentationConfigInput>({
     id: resourceId('presentation configuration id').required().description('Identifier; the requestId of presentation requests'),
     description: Joi.string().max(2000).allow(null).description('Internal only; hidden from the wallet user'),
     lifeTime: Joi.number().integer().min(1).default(300).description('Seconds until a request expires. Default 300'),
-    skewSeconds: Joi.number().integer().min(0).default(60).description('Clock skew tolerance in seconds. Default 60'),
+    skewSeconds: skewSecondsSchema.default(60).description('Clock skew tolerance in seconds. Default 60'),
     statusCheckMode: Joi.string().valid(...STATUS_CHECK_MODES)
         .description('strict: fail when a status list cannot be checked; best_effort: continue without it; disabled: no check'),
     dcql_query: dcqlQuerySchema.required(),

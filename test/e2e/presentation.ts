@@ -1039,6 +1039,16 @@ for (const dialect of DIALECTS) {
             expect(decodeTransactionData(request.payload.transaction_data)).to.equal([payment]);
         });
 
+        it('a request\'s skewSeconds has no upper bound (spec: minimum 0) and is applied', async () => {
+            expect((await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', skewSeconds: -1 })).status).to.equal(400);
+            expect((await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', skewSeconds: 1.5 })).status).to.equal(400);
+            const started = await start('pid', { skewSeconds: 7200 });
+            // A KB-JWT issued an hour ahead is within a skew of two hours (the default of 60 s refuses it).
+            const answer = await present(started.request, pid({ iat: Math.floor(Date.now() / 1000) + 3600 }));
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(started.session)).status).to.equal('completed');
+        });
+
         it('presentation configuration CRUD: strict schema, DCQL rules, read-only fields', async () => {
             const base = { id: 'crud', dcql_query: PID_QUERY };
             expect((await api(admins.acme!, 'POST', '/api/verifier/config', { ...base, unknownField: true })).status).to.equal(400);

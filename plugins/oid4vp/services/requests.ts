@@ -12,7 +12,7 @@ import type { Session, SessionService } from '../../../lib/sessions/session-serv
 import type { WebhookTarget } from '../../../lib/webhooks';
 import type { KeyChain } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { checkTransactionDataCredentialIds, transactionDataEntrySchema, withTenantUrl, type PresentationConfig, type TransactionData } from '../../../resources/presentation-config';
+import { checkTransactionDataCredentialIds, skewSecondsSchema, transactionDataEntrySchema, withTenantUrl, type PresentationConfig, type TransactionData } from '../../../resources/presentation-config';
 import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
 
@@ -52,7 +52,7 @@ export const presentationRequestSchema = Joi.object<PresentationRequest, true>({
             return helpers.error('string.uri');
         }
     }).description('Same-device redirect target; {sessionId} is replaced by the session id'),
-    skewSeconds: Joi.number().integer().min(0).max(3600),
+    skewSeconds: skewSecondsSchema.description('Overrides the configuration\'s skewSeconds'),
     expected_origins: Joi.array().items(Joi.string().uri()).min(1)
 }).label('PresentationRequest');
 

@@ -154,7 +154,10 @@ for (const dialect of DIALECTS) {
                 { id: 'pid-hooked', dcql_query: PID_QUERY, webhookEndpointId: 'hook' },
                 { id: 'pid-tx', dcql_query: PID_QUERY, transaction_data: [PAYMENT] },
                 { id: 'mdl', dcql_query: MDL_QUERY },
-                { id: 'both', dcql_query: BOTH_QUERY }
+                { id: 'both', dcql_query: BOTH_QUERY },
+                { id: 'pid-federation', dcql_query: { credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'openid_federation', values: ['https://federation.example'] }] }] } },
+                { id: 'pid-aki', dcql_query: { credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'aki', values: ['s9tIpPmhxdiuNkHMEWNpYim8S8Y'] }] }] } },
+                { id: 'pid-federation-or-list', dcql_query: { credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'openid_federation', values: ['https://federation.example'] }, { type: 'etsi_tl', values: [{ trustListId: 'acme' }] }] }] } }
             ]) {
                 await create('acme', '/api/verifier/config', config);
             }
@@ -1037,6 +1040,16 @@ for (const dialect of DIALECTS) {
             expect(valid.status, valid.payload).to.equal(201);
             const request = await holder.resolve(valid.body.uri);
             expect(decodeTransactionData(request.payload.transaction_data)).to.equal([payment]);
+        });
+
+        it('trusted_authorities of types not built yet (openid_federation, aki) fail closed with verification_error instead of using the tenant\'s lists', async () => {
+            for (const requestId of ['pid-federation', 'pid-aki']) {
+                const started = await start(requestId);
+                await expectFailure(await present(started.request, pid()), started, coded('verification_error'));
+            }
+            // Beside an etsi_tl authority they add nothing: the named list decides.
+            const mixed = await start('pid-federation-or-list');
+            expect((await present(mixed.request, pid())).status).to.equal(200);
         });
 
         it('a request\'s skewSeconds has no upper bound (spec: minimum 0) and is applied', async () => {

@@ -1,7 +1,9 @@
 import Joi from 'joi';
 import { ValidationError, type ErrorDetail } from '../lib/errors';
-import type { ResourceKind, Upgrade } from '../lib/registry/kind';
+import type { ResourceKind, StoreScope, Upgrade } from '../lib/registry/kind';
+import { tableResourceStore } from '../lib/registry/resource-store';
 import type { JsonValue } from './credential-config';
+import type { KeyChain } from './key-chain';
 import { publicJwkOnly } from './shared/public-jwk';
 
 /*
@@ -792,6 +794,43 @@ const upgradeV2: Upgrade = (spec) => {
     return spec;
 };
 
+/** A resource of another kind of the same tenant, read inside the write's transaction. */
+const stored = (scope: StoreScope, kind: string, id: string) => tableResourceStore.get({ ...scope, kind: { kind } as ResourceKind }, id);
+
+/**
+ * Checks against other resources (the registry checks the plain reference fields first): the access key chain is one
+ * of usage `access`, and every trustListId of an etsi_tl trusted authority names a trust list of the tenant, reported
+ * like the registry's references (MISSING_RESOURCE_REFERENCE).
+ */
+const checkPresentationConfig = async (scope: StoreScope, spec: PresentationConfig): Promise<void> => {
+    if (!scope.tenantId) {
+        return;
+    }
+    if (spec.accessKeyChainId) {
+        const chain = await stored(scope, 'KeyChain', spec.accessKeyChainId);
+        const usage = (chain?.spec as KeyChain | undefined)?.usageType;
+        if (usage && usage !== 'access') {
+            throw new ValidationError(`accessKeyChainId names key chain ${spec.accessKeyChainId} of usage ${usage}; a presentation request is signed by an access key chain`, [{ path: 'accessKeyChainId', message: `key chain ${spec.accessKeyChainId} has usageType ${usage}, not access` }]);
+        }
+    }
+    const missing: ErrorDetail[] = [];
+    for (const [i, query] of spec.dcql_query.credentials.entries()) {
+        for (const [j, authority] of (query.trusted_authorities ?? []).entries()) {
+            if (authority.type !== 'etsi_tl') {
+                continue;
+            }
+            for (const [k, { trustListId }] of authority.values.entries()) {
+                if (trustListId !== undefined && !(await stored(scope, 'TrustList', trustListId))) {
+                    missing.push({ path: `dcql_query.credentials.${i}.trusted_authorities.${j}.values.${k}.trustListId`, message: `MISSING_RESOURCE_REFERENCE: no TrustList ${trustListId}` });
+                }
+            }
+        }
+    }
+    if (missing.length) {
+        throw new ValidationError(`dcql_query names trust lists that do not exist: ${missing.map((m) => m.path).join(', ')}`, missing);
+    }
+};
+
 export const presentationConfigKind: ResourceKind<PresentationConfig> = {
     kind: 'PresentationConfig',
     file: 'PresentationConfigFile',
@@ -801,7 +840,8 @@ export const presentationConfigKind: ResourceKind<PresentationConfig> = {
     dependsOn: ['Tenant', 'KeyChain', 'WebhookEndpoint', 'TrustList'],
     references: { webhookEndpointId: 'WebhookEndpoint', accessKeyChainId: 'KeyChain' },
     id: (spec) => spec.id,
-    location: { dir: 'presentation' }
+    location: { dir: 'presentation' },
+    check: checkPresentationConfig
 };
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1062,6 +1062,28 @@ for (const dialect of DIALECTS) {
             expect((await sessionOf(started.session)).status).to.equal('completed');
         });
 
+        it('accessKeyChainId must name a key chain of usage access (POST and PATCH)', async () => {
+            const refused = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'signed-by-issuer', dcql_query: PID_QUERY, accessKeyChainId: 'issuer' });
+            expect(refused.status).to.equal(400);
+            expect(refused.body.details).to.equal([{ path: 'accessKeyChainId', message: 'key chain issuer has usageType attestation, not access' }]);
+            const created = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'signed-by-verifier', dcql_query: PID_QUERY, accessKeyChainId: 'verifier' });
+            expect(created.status, created.payload).to.equal(201);
+            const patched = await api(admins.acme!, 'PATCH', '/api/verifier/config/signed-by-verifier', { accessKeyChainId: 'issuer' });
+            expect(patched.status).to.equal(400);
+            expect((await api(admins.acme!, 'GET', '/api/verifier/config/signed-by-verifier')).body.accessKeyChainId).to.equal('verifier');
+        });
+
+        it('a trustListId in trusted_authorities must name a trust list of the tenant (MISSING_RESOURCE_REFERENCE)', async () => {
+            const query = (trustListId: string) => ({ credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'etsi_tl', values: [{ verifierX509Der: 'MIIB' }, { trustListId }] }] }] });
+            const refused = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('no-such-list') });
+            expect(refused.status).to.equal(400);
+            expect(refused.body.details).to.equal([{ path: 'dcql_query.credentials.0.trusted_authorities.0.values.1.trustListId', message: 'MISSING_RESOURCE_REFERENCE: no TrustList no-such-list' }]);
+            // Trust lists are per tenant: another tenant's list is missing too.
+            expect((await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('wallets') })).status).to.equal(400);
+            expect((await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('acme') })).status).to.equal(201);
+            expect((await api(admins.acme!, 'PATCH', '/api/verifier/config/named-list', { dcql_query: query('no-such-list') })).status).to.equal(400);
+        });
+
         it('presentation configuration CRUD: strict schema, DCQL rules, read-only fields', async () => {
             const base = { id: 'crud', dcql_query: PID_QUERY };
             expect((await api(admins.acme!, 'POST', '/api/verifier/config', { ...base, unknownField: true })).status).to.equal(400);

@@ -1084,6 +1084,28 @@ for (const dialect of DIALECTS) {
             expect((await api(admins.acme!, 'PATCH', '/api/verifier/config/named-list', { dcql_query: query('no-such-list') })).status).to.equal(400);
         });
 
+        it('PATCH with flat registrationCert* fields replaces a stored registration_cert (spec 2.1); registration_cert sent beside them wins', async () => {
+            const created = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'registered', dcql_query: PID_QUERY, registration_cert: { id: 'reg-old', body: { privacy_policy: 'https://rp.example/old' } } });
+            expect(created.status, created.payload).to.equal(201);
+            const patched = await api(admins.acme!, 'PATCH', '/api/verifier/config/registered', {
+                registrationCertImportId: 'reg-new',
+                registrationCertBodyPrivacyPolicy: 'https://rp.example/privacy',
+                registrationCertBodyPurpose: [{ lang: 'en', content: 'Age check' }]
+            });
+            expect(patched.status, patched.payload).to.equal(200);
+            const expected = { id: 'reg-new', body: { privacy_policy: 'https://rp.example/privacy', purpose: [{ lang: 'en', content: 'Age check' }] } };
+            expect(patched.body.registration_cert).to.equal(expected);
+            expect(patched.body.registrationCertImportId).to.not.exist();
+            const read = await api(admins.acme!, 'GET', '/api/verifier/config/registered');
+            expect(read.body.registration_cert).to.equal(expected);
+            const both = await api(admins.acme!, 'PATCH', '/api/verifier/config/registered', { registration_cert: { jwt: 'eyJ.kept.jwt' }, registrationCertImportId: 'ignored' });
+            expect(both.status, both.payload).to.equal(200);
+            expect(both.body.registration_cert).to.equal({ jwt: 'eyJ.kept.jwt' });
+            // A PATCH of other fields keeps the stored registration_cert.
+            const other = await api(admins.acme!, 'PATCH', '/api/verifier/config/registered', { lifeTime: 90 });
+            expect(other.body.registration_cert).to.equal({ jwt: 'eyJ.kept.jwt' });
+        });
+
         it('presentation configuration CRUD: strict schema, DCQL rules, read-only fields', async () => {
             const base = { id: 'crud', dcql_query: PID_QUERY };
             expect((await api(admins.acme!, 'POST', '/api/verifier/config', { ...base, unknownField: true })).status).to.equal(400);

@@ -1,7 +1,9 @@
 import Joi from 'joi';
 import { ValidationError, type ErrorDetail } from '../lib/errors';
-import type { ResourceKind, Upgrade } from '../lib/registry/kind';
+import type { ResourceKind, StoreScope, Upgrade } from '../lib/registry/kind';
+import { tableResourceStore } from '../lib/registry/resource-store';
 import type { JsonValue } from './credential-config';
+import type { KeyChain } from './key-chain';
 import { publicJwkOnly } from './shared/public-jwk';
 
 /*
@@ -698,11 +700,18 @@ const readOnly = <S extends Joi.Schema>(schema: S): S => schema.forbidden()
 
 const REDIRECT_URI = 'presentationConfig.redirectUri';
 
+/**
+ * Clock skew tolerance in seconds, of a configuration and of a request that overrides it. The spec sets only a
+ * minimum; joi's integer rule already refuses values beyond Number.MAX_SAFE_INTEGER, and the time checks compare
+ * plain numbers, so a larger skew only loosens the checks and cannot overflow.
+ */
+export const skewSecondsSchema = Joi.number().integer().min(0);
+
 export const presentationConfigSchema = Joi.object<PresentationConfig, true, PresentationConfigInput>({
     id: resourceId('presentation configuration id').required().description('Identifier; the requestId of presentation requests'),
     description: Joi.string().max(2000).allow(null).description('Internal only; hidden from the wallet user'),
     lifeTime: Joi.number().integer().min(1).default(300).description('Seconds until a request expires. Default 300'),
-    skewSeconds: Joi.number().integer().min(0).default(60).description('Clock skew tolerance in seconds. Default 60'),
+    skewSeconds: skewSecondsSchema.default(60).description('Clock skew tolerance in seconds. Default 60'),
     statusCheckMode: Joi.string().valid(...STATUS_CHECK_MODES)
         .description('strict: fail when a status list cannot be checked; best_effort: continue without it; disabled: no check'),
     dcql_query: dcqlQuerySchema.required(),
@@ -785,6 +794,43 @@ const upgradeV2: Upgrade = (spec) => {
     return spec;
 };
 
+/** A resource of another kind of the same tenant, read inside the write's transaction. */
+const stored = (scope: StoreScope, kind: string, id: string) => tableResourceStore.get({ ...scope, kind: { kind } as ResourceKind }, id);
+
+/**
+ * Checks against other resources (the registry checks the plain reference fields first): the access key chain is one
+ * of usage `access`, and every trustListId of an etsi_tl trusted authority names a trust list of the tenant, reported
+ * like the registry's references (MISSING_RESOURCE_REFERENCE).
+ */
+const checkPresentationConfig = async (scope: StoreScope, spec: PresentationConfig): Promise<void> => {
+    if (!scope.tenantId) {
+        return;
+    }
+    if (spec.accessKeyChainId) {
+        const chain = await stored(scope, 'KeyChain', spec.accessKeyChainId);
+        const usage = (chain?.spec as KeyChain | undefined)?.usageType;
+        if (usage && usage !== 'access') {
+            throw new ValidationError(`accessKeyChainId names key chain ${spec.accessKeyChainId} of usage ${usage}; a presentation request is signed by an access key chain`, [{ path: 'accessKeyChainId', message: `key chain ${spec.accessKeyChainId} has usageType ${usage}, not access` }]);
+        }
+    }
+    const missing: ErrorDetail[] = [];
+    for (const [i, query] of spec.dcql_query.credentials.entries()) {
+        for (const [j, authority] of (query.trusted_authorities ?? []).entries()) {
+            if (authority.type !== 'etsi_tl') {
+                continue;
+            }
+            for (const [k, { trustListId }] of authority.values.entries()) {
+                if (trustListId !== undefined && !(await stored(scope, 'TrustList', trustListId))) {
+                    missing.push({ path: `dcql_query.credentials.${i}.trusted_authorities.${j}.values.${k}.trustListId`, message: `MISSING_RESOURCE_REFERENCE: no TrustList ${trustListId}` });
+                }
+            }
+        }
+    }
+    if (missing.length) {
+        throw new ValidationError(`dcql_query names trust lists that do not exist: ${missing.map((m) => m.path).join(', ')}`, missing);
+    }
+};
+
 export const presentationConfigKind: ResourceKind<PresentationConfig> = {
     kind: 'PresentationConfig',
     file: 'PresentationConfigFile',
@@ -794,7 +840,8 @@ export const presentationConfigKind: ResourceKind<PresentationConfig> = {
     dependsOn: ['Tenant', 'KeyChain', 'WebhookEndpoint', 'TrustList'],
     references: { webhookEndpointId: 'WebhookEndpoint', accessKeyChainId: 'KeyChain' },
     id: (spec) => spec.id,
-    location: { dir: 'presentation' }
+    location: { dir: 'presentation' },
+    check: checkPresentationConfig
 };
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const { db, registry, sessions, signing } = server;
         server.registerResource(trustListKind);
         server.registerResource(presentationConfigKind);
-        const requests = new PresentationRequests({ config, db, registry, sessions, signing });
-        const responses = new PresentationResponses({ config, db, registry, sessions, trust: new TrustAnchors({ db, registry }), log });
+        const requests = new PresentationRequests({ config, db, registry, sessions, signing, log });
+        const responses = new PresentationResponses({ config, sessions, trust: new TrustAnchors({ db, registry }), log });
         server.route([...managementRoutes(requests), ...walletRoutes({ sessions, requests, responses })]);
     }
 };

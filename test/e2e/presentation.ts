@@ -154,7 +154,10 @@ for (const dialect of DIALECTS) {
                 { id: 'pid-hooked', dcql_query: PID_QUERY, webhookEndpointId: 'hook' },
                 { id: 'pid-tx', dcql_query: PID_QUERY, transaction_data: [PAYMENT] },
                 { id: 'mdl', dcql_query: MDL_QUERY },
-                { id: 'both', dcql_query: BOTH_QUERY }
+                { id: 'both', dcql_query: BOTH_QUERY },
+                { id: 'pid-federation', dcql_query: { credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'openid_federation', values: ['https://federation.example'] }] }] } },
+                { id: 'pid-aki', dcql_query: { credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'aki', values: ['s9tIpPmhxdiuNkHMEWNpYim8S8Y'] }] }] } },
+                { id: 'pid-federation-or-list', dcql_query: { credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'openid_federation', values: ['https://federation.example'] }, { type: 'etsi_tl', values: [{ trustListId: 'acme' }] }] }] } }
             ]) {
                 await create('acme', '/api/verifier/config', config);
             }
@@ -742,6 +745,109 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        it('a response before the request object was fetched answers 400 and the session stays active (contract)', async () => {
+            const tag = newTag();
+            const created = await offer({ requestId: 'pid', webhook: hook(tag) });
+            const walletNonce = new URL(new URL(created.uri).searchParams.get('request_uri')!).pathname.split('/')[2]!;
+            const early = await holder.post({ responseUri: `${publicUrl}/presentations/${walletNonce}/oid4vp` }, { error: 'access_denied', error_description: 'too early', state: walletNonce });
+            expect(early.status).to.equal(400);
+            expect(early.body.error).to.equal('invalid_request');
+            expect(early.body.error_description).to.contain('not been fetched');
+            const stored = await sessionOf(created.session);
+            expect(stored.status).to.equal('active');
+            expect(stored.failureCode).to.not.exist();
+            expect(deliveries(tag)).to.have.length(0);
+            // Once fetched, the presentation completes.
+            const answer = await present(await holder.resolve(created.uri), pid());
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(created.session)).status).to.equal('completed');
+        });
+
+        it('an encrypted response that is not a JSON object (null, number, string, array) answers 400; the session can still complete', async () => {
+            const { session, request, tag } = await start('pid');
+            for (const plaintext of ['null', '42', '"text"', '[1,2]', 'true']) {
+                const jwe = await new Jose.CompactEncrypt(new TextEncoder().encode(plaintext))
+                    .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM', kid: request.encryptionJwk.kid! })
+                    .encrypt(await Jose.importJWK({ ...request.encryptionJwk, alg: 'ECDH-ES' }, 'ECDH-ES'));
+                const answer = await holder.post(request, { response: jwe });
+                expect(answer.status, `${plaintext}: ${JSON.stringify(answer.body)}`).to.equal(400);
+                expect(answer.body.error).to.equal('invalid_request');
+            }
+            expect((await sessionOf(session)).status).to.equal('fetched');
+            const answer = await present(request, pid());
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(session)).status).to.equal('completed');
+            expect(deliveries(tag)).to.have.length(1);
+        });
+
+        it('a wallet error with a NUL in error inside the JWE answers 400 and leaves the session open to complete (no stuck claim)', async () => {
+            const { session, request, tag } = await start('pid');
+            for (const error of ['access\u0000denied', 'access_denied\n', 'ä']) {
+                const answer = await holder.decline(request, error, 'x', { encrypted: true });
+                expect(answer.status, JSON.stringify(answer.body)).to.equal(400);
+                expect(answer.body.error).to.equal('invalid_request');
+            }
+            const open = await sessionOf(session);
+            expect(open.status).to.equal('fetched');
+            expect(open.consumedAt).to.not.exist();
+            expect(open.failureCode).to.not.exist();
+            expect(deliveries(tag)).to.have.length(0);
+            const answer = await present(request, pid());
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(session)).status).to.equal('completed');
+            expect(deliveries(tag)).to.have.length(1);
+        });
+
+        it('a wallet error_description with a NUL is recorded display-safe', async () => {
+            const { session, request, tag } = await start('pid');
+            const answer = await holder.decline(request, 'access_denied', 'bad\u0000reason', { encrypted: true });
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            const stored = await sessionOf(session);
+            expect(stored.status).to.equal('failed');
+            expect(stored.failureCode).to.equal('access_denied');
+            expect(stored.errorReason).to.equal('Wallet error: access_denied: bad\uFFFDreason');
+            expect(deliveries(tag)).to.have.length(1);
+        });
+
+        it('a failure whose reason quotes a NUL the wallet sent is recorded display-safe (the verifier gets a result)', async () => {
+            const started = await start('pid');
+            const [token] = (await holder.vpToken(started.request, pid())).pid!;
+            const answer = await holder.postEncrypted(started.request, { 'p\u0000id': [token!] });
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(400);
+            await expectFailure(answer, started, { message: 'Presentation validation failed: vp_token names unknown credential query p\uFFFDid' });
+        });
+
+        it('when recording the outcome fails, the session is not left claimed: a later response completes it', async () => {
+            const knex = t.server.db.knex;
+            const trigger = 'hallmark_test_fault';
+            if (dialect === 'postgres') {
+                await knex.raw(`create function ${trigger}() returns trigger as $$ begin raise exception 'injected write failure'; end $$ language plpgsql`);
+                await knex.raw(`create trigger ${trigger} before update on sessions for each row when (new.error_reason like '%fault-injection%') execute function ${trigger}()`);
+            }
+            else {
+                await knex.raw(`create trigger ${trigger} before update on sessions when new.error_reason like '%fault-injection%' begin select raise(abort, 'injected write failure'); end`);
+            }
+            try {
+                const { session, request, tag } = await start('pid');
+                const refused = await holder.decline(request, 'access_denied', 'fault-injection', { encrypted: true });
+                expect(refused.status).to.equal(500);
+                const open = await sessionOf(session);
+                expect(open.status).to.equal('fetched');
+                expect(open.consumedAt).to.not.exist();
+                expect(deliveries(tag)).to.have.length(0);
+                const answer = await present(request, pid());
+                expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+                expect((await sessionOf(session)).status).to.equal('completed');
+                expect(deliveries(tag)).to.have.length(1);
+            }
+            finally {
+                await knex.raw(`drop trigger ${trigger}${dialect === 'postgres' ? ' on sessions' : ''}`);
+                if (dialect === 'postgres') {
+                    await knex.raw(`drop function ${trigger}()`);
+                }
+            }
+        });
+
         it('a tampered JWE or one for another key answers 400 and leaves the session open', async () => {
             const { session, request, tag } = await start('pid');
             const vpToken = await holder.vpToken(request, pid());
@@ -842,6 +948,55 @@ for (const dialect of DIALECTS) {
             expect(deliveries('pid-hooked')).to.have.length(before + 1);
         });
 
+        it('the configuration\'s webhook endpoint is resolved when the request is made: a later change or deletion does not move the result', async () => {
+            await create('acme', '/api/issuer/webhook-endpoints', { id: 'moving', name: 'Moving', url: `${receiver.url}/endpoint/moving-original`, auth: { type: 'apiKey', config: { headerName: 'x-endpoint-key', value: 'moving-secret-1' } } });
+            await create('acme', '/api/verifier/config', { id: 'pid-moving', dcql_query: PID_QUERY, webhookEndpointId: 'moving' });
+            const changed = await offer({ requestId: 'pid-moving' });
+            const deleted = await offer({ requestId: 'pid-moving' });
+            // The session keeps the target sealed: the endpoint's secret is not in the stored row as plain text.
+            const row = await t.server.db.knex('sessions').where({ id: changed.session }).first();
+            expect(JSON.stringify(row)).to.not.contain('moving-secret-1');
+
+            const patched = await api(admins.acme!, 'PATCH', '/api/issuer/webhook-endpoints/moving', { url: `${receiver.url}/endpoint/moving-changed`, auth: { type: 'apiKey', config: { headerName: 'x-endpoint-key', value: 'moving-secret-2' } } });
+            expect(patched.status, patched.payload).to.equal(200);
+            expect((await present(await holder.resolve(changed.uri), pid())).status).to.equal(200);
+            expect(deliveries('moving-changed')).to.have.length(0);
+            const sent = deliveries('moving-original');
+            expect(sent).to.have.length(1);
+            expect(sent[0]!.body.session).to.equal(changed.session);
+            expect(sent[0]!.headers['x-endpoint-key']).to.equal('moving-secret-1');
+
+            expect((await api(admins.acme!, 'PATCH', '/api/verifier/config/pid-moving', { webhookEndpointId: null })).status).to.equal(200);
+            expect((await api(admins.acme!, 'DELETE', '/api/issuer/webhook-endpoints/moving')).status).to.equal(204);
+            expect((await present(await holder.resolve(deleted.uri), pid())).status).to.equal(200);
+            expect(deliveries('moving-original')).to.have.length(2);
+            expect(deliveries('moving-original')[1]!.body.session).to.equal(deleted.session);
+            // A request made now, without an endpoint, sends nothing.
+            const none = await offer({ requestId: 'pid-moving' });
+            expect((await present(await holder.resolve(none.uri), pid())).status).to.equal(200);
+            expect(receiver.deliveries.filter((d) => d.body?.session === none.session)).to.have.length(0);
+        });
+
+        it('presented values leave out cnf and status in the session and the webhook (spec 6.2, contract)', async () => {
+            const withStatus = await issueSdJwtVc(t.server.signing, {
+                tenantId: 'acme', keyChainId: 'issuer', issuer: `${publicUrl}/issuers/acme`, vct: PID_VCT,
+                claims: { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12', age_over_18: true }, fields: PID_FIELDS,
+                holderJwk: holderKey.publicJwk, status: { status_list: { idx: 7, uri: 'https://status.example/lists/1' } }
+            });
+            const { session, request, tag } = await start('pid');
+            const answer = await present(request, pid(undefined, withStatus));
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            const stored = await sessionOf(session);
+            expect(stored.status).to.equal('completed');
+            const values = stored.credentials[0].values[0];
+            expect(values).to.include({ given_name: 'Erika', age_over_18: true, vct: PID_VCT });
+            expect(values.cnf).to.not.exist();
+            expect(values.status).to.not.exist();
+            const sent = deliveries(tag);
+            expect(sent).to.have.length(1);
+            expect(sent[0]!.body.credentials[0].values).to.equal(stored.credentials[0].values);
+        });
+
         it('includeRawTokensFor must name DCQL credential ids', async () => {
             const res = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', webhook: { ...hook('x'), includeRawTokensFor: ['nope'] } });
             expect(res.status).to.equal(400);
@@ -866,6 +1021,89 @@ for (const dialect of DIALECTS) {
             const created = await offer({ requestId: 'pid' });
             const res = await api(admins.other!, 'GET', `/api/session/${created.session}`);
             expect(res.status).to.equal(404);
+        });
+
+        it('request transaction_data follows the configuration\'s rules: TS12 types must be supported and their payloads valid', async () => {
+            const payment = { type: 'urn:eudi:sca:payment:1', credential_ids: ['pid'], payload: { transaction_id: 'tx-1', payee: { name: 'Acme Shop', id: 'DE-123' }, currency: 'EUR', amount: 42 } };
+            const unsupported = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ type: 'urn:eudi:sca:not_a_type:1', credential_ids: ['pid'], payload: {} }] });
+            expect(unsupported.status).to.equal(400);
+            expect(unsupported.body.message).to.contain('not a supported TS12 transaction data type');
+            const badPayload = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ ...payment, payload: { ...payment.payload, currency: 'euro' } }] });
+            expect(badPayload.status).to.equal(400);
+            expect(badPayload.body.message).to.contain('currency');
+            const noPayload = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ type: payment.type, credential_ids: ['pid'] }] });
+            expect(noPayload.status).to.equal(400);
+            const unknownId = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [{ ...payment, credential_ids: ['nope'] }] });
+            expect(unknownId.status).to.equal(400);
+            expect(unknownId.body.details[0].path).to.equal('transaction_data.0.credential_ids.0');
+            const valid = await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', transaction_data: [payment] });
+            expect(valid.status, valid.payload).to.equal(201);
+            const request = await holder.resolve(valid.body.uri);
+            expect(decodeTransactionData(request.payload.transaction_data)).to.equal([payment]);
+        });
+
+        it('trusted_authorities of types not built yet (openid_federation, aki) fail closed with verification_error instead of using the tenant\'s lists', async () => {
+            for (const requestId of ['pid-federation', 'pid-aki']) {
+                const started = await start(requestId);
+                await expectFailure(await present(started.request, pid()), started, coded('verification_error'));
+            }
+            // Beside an etsi_tl authority they add nothing: the named list decides.
+            const mixed = await start('pid-federation-or-list');
+            expect((await present(mixed.request, pid())).status).to.equal(200);
+        });
+
+        it('a request\'s skewSeconds has no upper bound (spec: minimum 0) and is applied', async () => {
+            expect((await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', skewSeconds: -1 })).status).to.equal(400);
+            expect((await api(admins.acme!, 'POST', '/api/verifier/offer', { requestId: 'pid', skewSeconds: 1.5 })).status).to.equal(400);
+            const started = await start('pid', { skewSeconds: 7200 });
+            // A KB-JWT issued an hour ahead is within a skew of two hours (the default of 60 s refuses it).
+            const answer = await present(started.request, pid({ iat: Math.floor(Date.now() / 1000) + 3600 }));
+            expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+            expect((await sessionOf(started.session)).status).to.equal('completed');
+        });
+
+        it('accessKeyChainId must name a key chain of usage access (POST and PATCH)', async () => {
+            const refused = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'signed-by-issuer', dcql_query: PID_QUERY, accessKeyChainId: 'issuer' });
+            expect(refused.status).to.equal(400);
+            expect(refused.body.details).to.equal([{ path: 'accessKeyChainId', message: 'key chain issuer has usageType attestation, not access' }]);
+            const created = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'signed-by-verifier', dcql_query: PID_QUERY, accessKeyChainId: 'verifier' });
+            expect(created.status, created.payload).to.equal(201);
+            const patched = await api(admins.acme!, 'PATCH', '/api/verifier/config/signed-by-verifier', { accessKeyChainId: 'issuer' });
+            expect(patched.status).to.equal(400);
+            expect((await api(admins.acme!, 'GET', '/api/verifier/config/signed-by-verifier')).body.accessKeyChainId).to.equal('verifier');
+        });
+
+        it('a trustListId in trusted_authorities must name a trust list of the tenant (MISSING_RESOURCE_REFERENCE)', async () => {
+            const query = (trustListId: string) => ({ credentials: [{ ...PID_QUERY.credentials[0], trusted_authorities: [{ type: 'etsi_tl', values: [{ verifierX509Der: 'MIIB' }, { trustListId }] }] }] });
+            const refused = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('no-such-list') });
+            expect(refused.status).to.equal(400);
+            expect(refused.body.details).to.equal([{ path: 'dcql_query.credentials.0.trusted_authorities.0.values.1.trustListId', message: 'MISSING_RESOURCE_REFERENCE: no TrustList no-such-list' }]);
+            // Trust lists are per tenant: another tenant's list is missing too.
+            expect((await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('wallets') })).status).to.equal(400);
+            expect((await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('acme') })).status).to.equal(201);
+            expect((await api(admins.acme!, 'PATCH', '/api/verifier/config/named-list', { dcql_query: query('no-such-list') })).status).to.equal(400);
+        });
+
+        it('PATCH with flat registrationCert* fields replaces a stored registration_cert (spec 2.1); registration_cert sent beside them wins', async () => {
+            const created = await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'registered', dcql_query: PID_QUERY, registration_cert: { id: 'reg-old', body: { privacy_policy: 'https://rp.example/old' } } });
+            expect(created.status, created.payload).to.equal(201);
+            const patched = await api(admins.acme!, 'PATCH', '/api/verifier/config/registered', {
+                registrationCertImportId: 'reg-new',
+                registrationCertBodyPrivacyPolicy: 'https://rp.example/privacy',
+                registrationCertBodyPurpose: [{ lang: 'en', content: 'Age check' }]
+            });
+            expect(patched.status, patched.payload).to.equal(200);
+            const expected = { id: 'reg-new', body: { privacy_policy: 'https://rp.example/privacy', purpose: [{ lang: 'en', content: 'Age check' }] } };
+            expect(patched.body.registration_cert).to.equal(expected);
+            expect(patched.body.registrationCertImportId).to.not.exist();
+            const read = await api(admins.acme!, 'GET', '/api/verifier/config/registered');
+            expect(read.body.registration_cert).to.equal(expected);
+            const both = await api(admins.acme!, 'PATCH', '/api/verifier/config/registered', { registration_cert: { jwt: 'eyJ.kept.jwt' }, registrationCertImportId: 'ignored' });
+            expect(both.status, both.payload).to.equal(200);
+            expect(both.body.registration_cert).to.equal({ jwt: 'eyJ.kept.jwt' });
+            // A PATCH of other fields keeps the stored registration_cert.
+            const other = await api(admins.acme!, 'PATCH', '/api/verifier/config/registered', { lifeTime: 90 });
+            expect(other.body.registration_cert).to.equal({ jwt: 'eyJ.kept.jwt' });
         });
 
         it('presentation configuration CRUD: strict schema, DCQL rules, read-only fields', async () => {

@@ -88,6 +88,23 @@ for (const dialect of DIALECTS) {
             expect((replay.result as any).error_description).to.contain('already been used');
         });
 
+        it('an inline webhook.url is checked against the outbound policy when the request is made (400 naming the field and the address class)', async () => {
+            const cases: Array<[string, string]> = [
+                ['https://127.0.0.1:8443/hook', 'loopback address'],
+                ['https://10.1.2.3/hook', 'private address'],
+                ['https://[::1]/hook', 'loopback address'],
+                ['http://webhook.example/hook', 'http URLs are not allowed']
+            ];
+            for (const [url, reason] of cases) {
+                const res = await t.server.inject({ method: 'POST', url: '/api/verifier/offer', headers: bearer(admin), payload: { requestId: 'age', webhook: { url } } });
+                expect(res.statusCode, url).to.equal(400);
+                const { message, details } = res.result as { message: string; details: unknown };
+                expect(message).to.startWith('webhook.url: ');
+                expect(message).to.contain(reason);
+                expect(details).to.equal([{ path: 'webhook.url', message: message.slice('webhook.url: '.length) }]);
+            }
+        });
+
         it('fails closed with trust_list_unavailable when a remote trust list applies, which cannot be loaded', async () => {
             const create = await t.server.inject({ method: 'POST', url: '/api/trust-lists', headers: bearer(admin), payload: { id: 'remote', url: 'https://tl.example.eu/tsl.xml' } });
             expect(create.statusCode, create.payload).to.equal(201);

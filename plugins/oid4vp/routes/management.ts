@@ -1,16 +1,40 @@
+import type Hapi from '@hapi/hapi';
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { assertConfigsAllowed } from '../../../lib/auth/allowed-configs';
 import { tenantContext } from '../../../lib/auth/context';
 import { resourceRoutes } from '../../../lib/http/resource-routes';
-import { presentationConfigKind } from '../../../resources/presentation-config';
+import { presentationConfigKind, REGISTRATION_CERT_FLAT_FIELDS } from '../../../resources/presentation-config';
 import { trustListKind } from '../../../resources/trust-list';
 import { presentationRequestSchema, type PresentationRequest, type PresentationRequests } from '../services/requests';
 
 const CONFIG = ['presentation:config'];
 
+/**
+ * Spec 2.1: flat registrationCert* fields become registration_cert when registration_cert is not sent. A PATCH is
+ * merged over the stored configuration, whose registration_cert would hide the flat fields of the body; so a PATCH
+ * that sends flat fields without registration_cert clears the stored one first, and the flat fields replace it.
+ */
+const flatFieldsReplaceStoredCert = (route: ServerRoute): ServerRoute => {
+    if (route.method !== 'PATCH') {
+        return route;
+    }
+    const handler = route.handler as Hapi.Lifecycle.Method;
+    return {
+        ...route,
+        handler(request, h) {
+            const body = request.orig.payload as Record<string, unknown>;
+            if (!('registration_cert' in body) && REGISTRATION_CERT_FLAT_FIELDS.some((field) => field in body)) {
+                body.registration_cert = undefined;
+            }
+            return handler.call(this, request, h);
+        }
+    };
+};
+
 export const managementRoutes = (requests: PresentationRequests): ServerRoute[] => [
-    ...resourceRoutes({ kind: presentationConfigKind, path: '/api/verifier/config', tag: 'verification', roles: CONFIG, description: { one: 'a presentation configuration', many: 'presentation configurations' } }),
+    ...resourceRoutes({ kind: presentationConfigKind, path: '/api/verifier/config', tag: 'verification', roles: CONFIG, description: { one: 'a presentation configuration', many: 'presentation configurations' } })
+        .map(flatFieldsReplaceStoredCert),
     ...resourceRoutes({ kind: trustListKind, path: '/api/trust-lists', tag: 'verification', roles: CONFIG, description: { one: 'a trust list', many: 'trust lists' } }),
     {
         method: 'POST',

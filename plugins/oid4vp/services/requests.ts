@@ -4,17 +4,19 @@ import Joi from 'joi';
 import type { Config } from '../../../lib/config';
 import type { Database } from '../../../lib/db/database';
 import { OAuthError, ValidationError } from '../../../lib/errors';
+import type { Logger } from '../../../lib/logging';
+import { checkUrl, OutboundBlockedError } from '../../../lib/outbound';
 import type { TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
 import type { Session, SessionService } from '../../../lib/sessions/session-service';
+import type { WebhookTarget } from '../../../lib/webhooks';
 import type { KeyChain } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { withTenantUrl, type PresentationConfig } from '../../../resources/presentation-config';
+import { checkTransactionDataCredentialIds, skewSecondsSchema, transactionDataEntrySchema, withTenantUrl, type PresentationConfig, type TransactionData } from '../../../resources/presentation-config';
+import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
 
-export interface InlineWebhook {
-    url: string;
-    auth?: { type: 'none' } | { type: 'apiKey'; config: { headerName: string; value: string } };
+export interface InlineWebhook extends WebhookTarget {
     includeRawTokensFor?: string[];
 }
 
@@ -23,7 +25,7 @@ export interface PresentationRequest {
     response_type: 'uri' | 'dc-api' | 'iso-18013-7';
     webhook?: InlineWebhook;
     reference?: string;
-    transaction_data?: Array<Record<string, unknown>>;
+    transaction_data?: TransactionData[];
     redirectUri?: string;
     skewSeconds?: number;
     expected_origins?: string[];
@@ -38,7 +40,8 @@ export const presentationRequestSchema = Joi.object<PresentationRequest, true>({
         includeRawTokensFor: Joi.array().items(Joi.string()).unique()
     }).label('InlineWebhook'),
     reference: Joi.string().max(255),
-    transaction_data: Joi.array().items(Joi.object({ type: Joi.string().required(), credential_ids: Joi.array().items(Joi.string()).min(1).required() }).unknown(true)).min(1),
+    // The entry schema of the configuration (TS12 types and payloads included); credential ids are checked at create.
+    transaction_data: Joi.array().items(transactionDataEntrySchema).min(1).description('Replaces the configuration\'s transaction_data'),
     redirectUri: Joi.string().max(2048).custom((value: string, helpers) => {
         // {sessionId} is replaced when the wallet is sent there, so the URL is checked with it filled in.
         try {
@@ -49,7 +52,7 @@ export const presentationRequestSchema = Joi.object<PresentationRequest, true>({
             return helpers.error('string.uri');
         }
     }).description('Same-device redirect target; {sessionId} is replaced by the session id'),
-    skewSeconds: Joi.number().integer().min(0).max(3600),
+    skewSeconds: skewSecondsSchema.description('Overrides the configuration\'s skewSeconds'),
     expected_origins: Joi.array().items(Joi.string().uri()).min(1)
 }).label('PresentationRequest');
 
@@ -63,8 +66,8 @@ export interface PresentationData {
     encryptionKey: { privateJwk: Jose.JWK; publicJwk: Jose.JWK };
     accessKeyChainId: string;
     skewSeconds: number;
+    /** Where the result goes, resolved when the request was made (spec 6.2): the inline webhook, else the endpoint's. */
     webhook?: InlineWebhook;
-    webhookEndpointId?: string;
     redirectUri?: string;
     walletNonceParam?: string;
     result?: { outcome: Record<string, unknown>; credentials?: Array<Record<string, unknown>>; rawTokens?: Record<string, unknown[]> };
@@ -75,7 +78,7 @@ const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base
 export const REQUEST_OBJECT_TYP = 'oauth-authz-req+jwt';
 
 export class PresentationRequests {
-    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; signing: SigningService }) {}
+    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
 
     private ctx(tenantId: string): TenantContext {
         return { tenantId, clientId: 'system:oid4vp', roles: [] };
@@ -113,17 +116,16 @@ export class PresentationRequests {
         const dcqlQuery = withTenantUrl(config, tenantUrl);
         const queryIds = new Set(dcqlQuery.credentials.map((c: { id: string }) => c.id));
         const transactionData = request.transaction_data ?? config.transaction_data ?? undefined;
-        for (const entry of transactionData ?? []) {
-            const unknown = (entry.credential_ids as string[]).filter((id) => !queryIds.has(id));
-            if (unknown.length) {
-                throw new ValidationError(`transaction_data names unknown credential query ids ${unknown.join(', ')}`, [{ path: 'transaction_data', message: 'credential_ids must be ids of the DCQL query' }]);
-            }
+        const unknownIds = checkTransactionDataCredentialIds(transactionData ?? [], dcqlQuery);
+        if (unknownIds.length) {
+            throw new ValidationError(`transaction_data names credential ids that are not in the DCQL query: ${unknownIds.map((p) => p.message).join('; ')}`, unknownIds.map((p) => ({ ...p, path: `transaction_data.${p.path}` })));
         }
         for (const id of request.webhook?.includeRawTokensFor ?? []) {
             if (!queryIds.has(id)) {
                 throw new ValidationError(`includeRawTokensFor names unknown credential query id ${id}`, [{ path: 'webhook.includeRawTokensFor', message: 'must be ids of the DCQL query' }]);
             }
         }
+        const webhook = request.webhook ? await this.inlineWebhook(request.webhook) : await this.endpointWebhook(ctx, config.webhookEndpointId);
         const accessKeyChainId = await this.accessKeyChain(ctx.tenantId, config);
         const clientId = await this.clientId(ctx.tenantId, accessKeyChainId);
         const walletNonce = Crypto.randomBytes(24).toString('base64url');
@@ -142,7 +144,7 @@ export class PresentationRequests {
             },
             accessKeyChainId,
             skewSeconds: request.skewSeconds ?? config.skewSeconds ?? 60,
-            ...(request.webhook ? { webhook: request.webhook } : config.webhookEndpointId ? { webhookEndpointId: config.webhookEndpointId } : {}),
+            ...(webhook ? { webhook } : {}),
             ...(request.redirectUri ?? config.redirectUri ? { redirectUri: request.redirectUri ?? config.redirectUri ?? undefined } : {})
         };
         const session = await this.deps.sessions.create({
@@ -157,6 +159,36 @@ export class PresentationRequests {
         const requestUri = `${this.deps.config.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
         const uri = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
         return { session: session.id, uri, crossDeviceUri: `${uri}&request_uri_method=post` };
+    }
+
+    /** An inline webhook's URL must be one the outbound policy allows now (400), and is checked again at delivery. */
+    private async inlineWebhook(webhook: InlineWebhook): Promise<InlineWebhook> {
+        try {
+            await checkUrl(this.deps.config.outbound, webhook.url);
+        }
+        catch (err) {
+            if (err instanceof OutboundBlockedError) {
+                throw new ValidationError(`webhook.url: ${err.message}`, [{ path: 'webhook.url', message: err.message }]);
+            }
+            // A name that does not resolve now is not a policy violation; delivery checks it again and logs the failure.
+        }
+        return webhook;
+    }
+
+    /**
+     * The configuration's webhook endpoint as it is now (spec 6.2: the target is resolved when the request is made), so a
+     * later change or deletion of the endpoint does not redirect this session's result. A missing one sends nothing.
+     */
+    private async endpointWebhook(ctx: TenantContext, webhookEndpointId: string | null | undefined): Promise<WebhookTarget | undefined> {
+        if (!webhookEndpointId) {
+            return undefined;
+        }
+        const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, ctx, 'WebhookEndpoint', webhookEndpointId);
+        if (!endpoint) {
+            this.deps.log.warn({ tenantId: ctx.tenantId, webhookEndpointId }, 'webhook endpoint of the presentation configuration does not exist; no presentation webhook will be sent');
+            return undefined;
+        }
+        return { url: endpoint.spec.url, auth: endpoint.spec.auth };
     }
 
     /** The signed request object (JAR); the first fetch moves the session from active to fetched. */

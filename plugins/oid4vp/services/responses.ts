@@ -2,16 +2,13 @@ import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { Config } from '../../../lib/config';
 import { decryptEcdhEs } from '../../../lib/crypto/ecdh-es';
-import type { Database } from '../../../lib/db/database';
 import { OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
-import type { Registry } from '../../../lib/registry/registry';
-import type { Session, SessionService } from '../../../lib/sessions/session-service';
+import type { Session, SessionPatch, SessionService } from '../../../lib/sessions/session-service';
 import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
 import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
 import { verifySdJwtPresentation } from '../../../lib/verify/sd-jwt-vc';
-import { deliverWebhook, type WebhookTarget } from '../../../lib/webhooks';
-import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
+import { deliverWebhook } from '../../../lib/webhooks';
 import { matchDcql, type PresentedCredential } from './dcql';
 import type { PresentationData } from './requests';
 import type { TrustAnchors } from './trust-anchors';
@@ -39,40 +36,41 @@ class PresentationFailure extends Error {
 
 const EXPIRED = 'The presentation session has expired';
 const USED = 'The presentation offer has already been used';
+const NOT_FETCHED = 'The request object of this presentation has not been fetched yet';
 
 const b64urlSha256 = (value: string) => Crypto.createHash('sha256').update(value).digest('base64url');
 
 /**
  * The response endpoint: decrypt, parse, verify every presentation, match the DCQL query, then record the outcome
- * (spec 2.7 and 7.2), call the webhook and answer the wallet (7.3). One atomic claim of the session lets exactly one
- * response be processed.
+ * (spec 2.7 and 7.2), call the webhook and answer the wallet (7.3). One conditional write claims the session and
+ * records the outcome together, so exactly one response is recorded and a session is never claimed without one.
  */
 export class PresentationResponses {
-    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
+    constructor(private readonly deps: { config: Config; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
 
     async receive(session: Session, form: Record<string, unknown>): Promise<WalletAnswer> {
         const data = session.data as unknown as PresentationData;
         if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
             throw new OAuthError(400, 'invalid_request', EXPIRED);
         }
-        if (!['active', 'fetched'].includes(session.status) || session.consumedAt) {
+        // Contract: a response is accepted only after the wallet fetched the request object; the session stays active.
+        if (session.status === 'active') {
+            throw new OAuthError(400, 'invalid_request', NOT_FETCHED);
+        }
+        if (session.status !== 'fetched' || session.consumedAt) {
             throw new OAuthError(400, 'invalid_request', USED);
         }
         const payload = await this.payload(data, form);
         if (payload.state !== undefined && payload.state !== session.walletNonce) {
             throw new OAuthError(400, 'invalid_request', 'state does not belong to this presentation request');
         }
-        // The claim: the first response to get here is the one processed.
-        const claimedAt = new Date().toISOString();
-        if (!(await this.deps.sessions.update(session.id, { consumedAt: claimedAt }, { status: ['active', 'fetched'], isNull: ['consumedAt'] }))) {
-            throw new OAuthError(400, 'invalid_request', USED);
-        }
         if (typeof payload.error === 'string') {
-            return this.walletError(session, data, payload.error, typeof payload.error_description === 'string' ? payload.error_description : '');
+            return this.walletError(session, data, walletErrorOf(payload));
         }
+        // Verified before anything is written: the outcome is then recorded by the write that claims the session.
+        let presented: PresentedCredential[];
         try {
-            const presented = await this.verify(session, data, payload.vp_token);
-            return await this.succeed(session, data, presented);
+            presented = await this.verify(session, data, payload.vp_token);
         }
         catch (err) {
             const failure = err instanceof PresentationFailure ? err
@@ -82,6 +80,19 @@ export class PresentationResponses {
                 this.deps.log.warn({ err: (err as Error).message, sessionId: session.id }, 'presentation verification error');
             }
             return this.fail(session, data, failure);
+        }
+        return this.succeed(session, data, presented);
+    }
+
+    /**
+     * The claim and the outcome in one conditional write: only a fetched, unconsumed session takes it, so of concurrent
+     * responses exactly one is recorded (the others answer "already used"), and a write that fails leaves the session
+     * as it was, open for a response that can be recorded, never claimed without an outcome.
+     */
+    private async record(session: Session, result: NonNullable<PresentationData['result']>, patch: SessionPatch): Promise<void> {
+        const written = await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result }), patch, { status: ['fetched'], isNull: ['consumedAt'] });
+        if (!written) {
+            throw new OAuthError(400, 'invalid_request', USED);
         }
     }
 
@@ -96,14 +107,23 @@ export class PresentationResponses {
             }
             throw new OAuthError(400, 'invalid_request', 'The response must be encrypted (response_mode direct_post.jwt)');
         }
+        const decrypted = this.decrypt(data, form.response);
+        // An authorization response is a set of parameters: null, a number, a string or an array is none.
+        if (!decrypted || typeof decrypted !== 'object' || Array.isArray(decrypted)) {
+            throw new OAuthError(400, 'invalid_request', 'The decrypted response must be a JSON object of response parameters');
+        }
+        return decrypted as Record<string, unknown>;
+    }
+
+    private decrypt(data: PresentationData, response: string): unknown {
         try {
             const { kty, crv, x, y, d } = data.encryptionKey.privateJwk;
             const key = Crypto.createPrivateKey({ key: { kty, crv, x, y, d } as Crypto.JsonWebKey, format: 'jwk' });
-            const { plaintext, header } = decryptEcdhEs(form.response, key);
+            const { plaintext, header } = decryptEcdhEs(response, key);
             if (header.kid && header.kid !== data.encryptionKey.privateJwk.kid) {
                 throw new Error('kid');
             }
-            return JSON.parse(plaintext.toString('utf8'));
+            return JSON.parse(plaintext.toString('utf8')) as unknown;
         }
         catch {
             throw new OAuthError(400, 'invalid_request', 'The encrypted response could not be decrypted');
@@ -174,7 +194,7 @@ export class PresentationResponses {
     private async succeed(session: Session, data: PresentationData, presented: PresentedCredential[]): Promise<WalletAnswer> {
         const responseCode = Crypto.randomBytes(24).toString('base64url');
         const queryIds = [...new Set(presented.map((p) => p.queryId))];
-        const credentials = queryIds.map((id) => ({ id, values: presented.filter((p) => p.queryId === id).map((p) => p.claims) }));
+        const credentials = queryIds.map((id) => ({ id, values: presented.filter((p) => p.queryId === id).map(presentedValues) }));
         const outcome = {
             result: 'success',
             credentials: queryIds.map((id) => {
@@ -183,13 +203,13 @@ export class PresentationResponses {
             })
         };
         const rawTokens = Object.fromEntries(queryIds.map((id) => [id, presented.filter((p) => p.queryId === id).map((p) => p.raw)]));
-        await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result: { outcome, credentials } }), { status: 'completed', responseCode });
+        await this.record(session, { outcome, credentials }, { status: 'completed', responseCode, consumedAt: new Date().toISOString() });
         const webhookBody = {
             status: 'completed',
             outcome,
             credentials: credentials.map((c) => {
                 const raw = data.webhook?.includeRawTokensFor?.includes(c.id) ? { rawToken: rawTokens[c.id]!.length === 1 ? rawTokens[c.id]![0] : rawTokens[c.id] } : {};
-                return { ...c, values: c.values.map(stripBindingClaims), ...raw };
+                return { ...c, ...raw };
             }),
             session: session.id,
             ...(data.transactionData ? { transaction_data: data.transactionData } : {}),
@@ -201,50 +221,42 @@ export class PresentationResponses {
     }
 
     private async fail(session: Session, data: PresentationData, failure: PresentationFailure): Promise<WalletAnswer> {
+        // Some reasons quote what the wallet sent (a query id, a KB-JWT typ): recorded display-safe, as spec 2.7 says.
+        const message = displaySafe(failure.message);
         const outcome = {
             result: 'failed',
             ...(failure.code ? { error: failure.code } : {}),
-            message: failure.message,
+            message,
             ...(failure.credential ? { credentials: [failure.credential] } : {})
         };
-        await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result: { outcome } }), {
-            status: 'failed', failureCode: failure.code ?? null, errorReason: failure.message.slice(0, 1000), consumedAt: null
-        });
+        await this.record(session, { outcome }, { status: 'failed', failureCode: failure.code ?? null, errorReason: message.slice(0, 1000) });
         const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });
         const target = redirect ?? data.redirectUri;
-        const body: Record<string, unknown> = { error: 'invalid_request', error_description: failure.message };
+        const body: Record<string, unknown> = { error: 'invalid_request', error_description: message };
         if (target) {
-            body.redirect_uri = this.withParams(target, session.id, { error: 'invalid_request', error_description: failure.message });
+            body.redirect_uri = this.withParams(target, session.id, { error: 'invalid_request', error_description: message });
         }
         return { status: 400, body };
     }
 
-    private async walletError(session: Session, data: PresentationData, error: string, description: string): Promise<WalletAnswer> {
+    private async walletError(session: Session, data: PresentationData, { error, description }: WalletError): Promise<WalletAnswer> {
         const message = `Wallet error: ${error}: ${description}`;
         const outcome = { result: 'failed', error, message };
-        await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result: { outcome } }), {
-            status: 'failed', failureCode: error.slice(0, 64), errorReason: message.slice(0, 1000), consumedAt: null
-        });
+        await this.record(session, { outcome }, { status: 'failed', failureCode: error.slice(0, 64), errorReason: message.slice(0, 1000) });
         const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });
         const target = redirect ?? data.redirectUri;
         return { status: 200, body: target ? { redirect_uri: this.withParams(target, session.id, { error, error_description: description }) } : {} };
     }
 
-    /** Spec 6.2/6.3: one attempt; failures are logged and change nothing; a `{redirectUri}` answer overrides the redirect. */
+    /**
+     * Spec 6.2/6.3: one attempt to the target resolved when the request was made; failures are logged and change
+     * nothing; a `{redirectUri}` answer overrides the redirect.
+     */
     private async notify(session: Session, data: PresentationData, body: object): Promise<string | undefined> {
-        let target: WebhookTarget | undefined = data.webhook;
-        if (!target && data.webhookEndpointId) {
-            const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, { tenantId: session.tenantId, clientId: 'system:oid4vp', roles: [] }, 'WebhookEndpoint', data.webhookEndpointId);
-            if (!endpoint) {
-                this.deps.log.warn({ webhookEndpointId: data.webhookEndpointId, sessionId: session.id }, 'webhook endpoint does not exist; no presentation webhook sent');
-                return undefined;
-            }
-            target = { url: endpoint.spec.url, auth: endpoint.spec.auth };
-        }
-        if (!target) {
+        if (!data.webhook) {
             return undefined;
         }
-        const result = await deliverWebhook(this.deps.config.outbound, target, body, this.deps.log);
+        const result = await deliverWebhook(this.deps.config.outbound, data.webhook, body, this.deps.log);
         const answer = result.body as { redirectUri?: unknown } | undefined;
         if (!result.delivered || typeof answer?.redirectUri !== 'string') {
             return undefined;
@@ -272,8 +284,37 @@ export class PresentationResponses {
     }
 }
 
-/** Webhook values leave out the holder binding and status claims (spec 6.2). */
-const stripBindingClaims = (claims: Record<string, unknown>): Record<string, unknown> => {
-    const { cnf: _cnf, status: _status, ...rest } = claims;
+/**
+ * The disclosed claims of one presentation as the session, event stream and webhooks show them (spec 6.2, contract):
+ * an SD-JWT VC without its holder binding (cnf) and status list reference (status). An mdoc's device key and status
+ * sit in its MSO, never among its claims, so its namespaces are shown as they are.
+ */
+const presentedValues = (presented: PresentedCredential): Record<string, unknown> => {
+    if (presented.format !== 'dc+sd-jwt') {
+        return presented.claims;
+    }
+    const { cnf: _cnf, status: _status, ...rest } = presented.claims;
     return rest;
+};
+
+interface WalletError {
+    error: string;
+    description: string;
+}
+
+/** RFC 6749 section 4.1.2.1: error codes use printable ASCII without " and \. */
+const ERROR_CODE = /^[\x20\x21\x23-\x5B\x5D-\x7E]+$/;
+/** Control characters (NUL among them, which PostgreSQL text cannot hold) shown as U+FFFD. */
+const displaySafe = (text: string): string => text.replace(/[\u0000-\u001F\u007F]/g, '\uFFFD');
+
+/**
+ * The OAuth error of a wallet's error response. An error that is no OAuth error code is refused (400, nothing
+ * recorded: the session stays open for a well-formed answer); the description is recorded display-safe.
+ */
+const walletErrorOf = (payload: Record<string, unknown>): WalletError => {
+    const error = payload.error as string;
+    if (!ERROR_CODE.test(error)) {
+        throw new OAuthError(400, 'invalid_request', 'error must be an OAuth error code (printable ASCII characters, RFC 6749)');
+    }
+    return { error, description: typeof payload.error_description === 'string' ? displaySafe(payload.error_description) : '' };
 };

@@ -12,10 +12,13 @@ interface TrustedAuthorityQuery {
 const derToPem = (base64: string) => `-----BEGIN CERTIFICATE-----\n${base64.replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----`;
 
 /**
- * The trust anchors that apply to one credential query (contract "Trust list"): the lists its trusted_authorities
- * name (by trustListId or url) and direct verifierX509Der anchors; when it names none, every trust list of the
- * tenant. With none at all, the caller fails closed (no_trust_chain_to_root). Remote ETSI lists plug in here later:
- * a list with a url contributes the anchors fetched from it.
+ * The trust anchors that apply to one credential query (contract "Trust list"): the lists its etsi_tl
+ * trusted_authorities name (by trustListId or url) and direct verifierX509Der anchors; when it has no
+ * trusted_authorities, every trust list of the tenant. Authorities of the types not built yet (openid_federation,
+ * aki) never fall back to the tenant's lists: beside etsi_tl ones they add nothing (a credential they alone would
+ * admit fails), and alone they fail with verification_error. With no anchor at all, the caller fails closed
+ * (no_trust_chain_to_root). Remote ETSI lists plug in here later: a list with a url contributes the anchors fetched
+ * from it.
  */
 const CACHE_TTL_MS = 10_000;
 
@@ -40,9 +43,14 @@ export class TrustAnchors {
 
     async forQuery(tenantId: string, trustedAuthorities: TrustedAuthorityQuery[] | undefined): Promise<TrustAnchor[]> {
         const lists = await this.lists(tenantId);
-        const named = (trustedAuthorities ?? []).filter((a) => a.type === 'etsi_tl');
-        if (!named.length) {
+        if (!trustedAuthorities?.length) {
             return lists.flatMap(anchorsOf);
+        }
+        const named = trustedAuthorities.filter((a) => a.type === 'etsi_tl');
+        if (!named.length) {
+            // Only authority types this deployment cannot evaluate yet (openid_federation, aki): the tenant's lists
+            // would trust more than the query asked for, so the credential fails closed.
+            throw VerificationFailure.coded('verification_error', `trusted_authorities of type ${[...new Set(trustedAuthorities.map((a) => a.type))].join(', ')} cannot be evaluated by this deployment`);
         }
         const anchors: TrustAnchor[] = [];
         for (const authority of named) {

@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { Database, Transaction } from '../db/database';
 import { ConflictError, NotFoundError, ValidationError, joiDetails } from '../errors';
 import { canonicalJson, diffSpecs } from './diff';
-import type { Ownership, ResourceKind, ResourceStore, StoreScope, StoredResource, TenantContext, UpgradeWarning } from './kind';
+import { GENERATE, type Ownership, type ResourceKind, type ResourceStore, type StoreScope, type StoredResource, type TenantContext, type UpgradeWarning } from './kind';
 import { tableResourceStore } from './resource-store';
 import { parseSchemaUrl, schemaUrl } from './schema-url';
 
@@ -30,6 +30,8 @@ export interface WriteResult<T = unknown> {
     spec: T;
     resource: StoredResource<T>;
     warnings: UpgradeWarning[];
+    /** Values made for `!generate` fields of a created resource, by field; shown to the caller once, never stored. */
+    generated?: Record<string, string>;
 }
 
 export class RegistryError extends Error {
@@ -241,16 +243,24 @@ export class Registry {
             if (existing && existing.ownership === ownership && await this.sameSpec(scope, store, id, existing.spec, spec)) {
                 return { action: 'unchanged', id, spec: existing.spec, resource: existing, warnings };
             }
-            const resource = { spec, version: kind.version, generation: existing ? existing.generation + 1 : 1, ownership };
+            const generated = existing ? undefined : this.generate(kind, spec);
+            const written = generated ? { ...spec, ...generated } : spec;
+            const resource = { spec: written, version: kind.version, generation: existing ? existing.generation + 1 : 1, ownership };
             await store.put(scope, id, resource, existing);
             const stored = await store.get(scope, id) as StoredResource<T>;
-            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, spec, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
-            return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings };
+            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, written, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
+            return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings, ...(generated ? { generated } : {}) };
         }, ctx.trx);
         if (result.action !== 'unchanged') {
             this.changed(kind, kind.isTenant ? id : ctx.tenantId ?? null, id);
         }
         return result;
+    }
+
+    /** A new value for every `!generate` field of a spec being created; undefined when there is none. */
+    private generate(kind: ResourceKind, spec: unknown): Record<string, string> | undefined {
+        const fields = Object.entries(kind.generated ?? {}).filter(([field]) => (spec as Record<string, unknown>)[field] === GENERATE);
+        return fields.length ? Object.fromEntries(fields.map(([field, make]) => [field, make()])) : undefined;
     }
 
     private async sameSpec(scope: StoreScope, store: ResourceStore, id: string, stored: unknown, incoming: unknown): Promise<boolean> {

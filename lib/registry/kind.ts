@@ -63,6 +63,9 @@ export interface ResourceKind<T = any> {
     secrets?: string[];
     /** Dot paths of the URLs secrets are sent to: a stored secret is not kept when one on its way changes. */
     secretDestinations?: string[];
+    /** Dot paths (`*` matches any array element or key) of URLs the service calls: every write refuses one the
+     * outbound policy forbids (OUTBOUND_URL_*), and the service checks it again at every use. */
+    outboundUrls?: string[];
     /** Fields accepted on write but never read back (a client secret, stored as a hash). */
     writeOnly?: string[];
     /** Write-only fields that may be `!generate`: when the resource is created, the registry writes a value of the

@@ -34,7 +34,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
     register(server) {
         const { config, log } = server.app;
         const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
-        const registry = new Registry();
+        const registry = new Registry({ outbound: config.outbound });
         const jobs = createJobRunner({ db: config.db, log });
 
         server.decorate('server', 'db', db);

@@ -271,30 +271,32 @@ const makeResponse = (status: number, headers: Record<string, string | string[] 
     }
 });
 
-type LookupCallback = Parameters<Net.LookupFunction>[2];
-
-const answerLookup = (all: boolean | undefined, callback: LookupCallback, address: string, family: 4 | 6): void =>
-    // net calls a lookup with all: true when it races IPv4 and IPv6 (autoSelectFamily), and expects a list then.
-    all ? callback(null, [{ address, family }]) : callback(null, address, family);
-
 /** Answers every lookup with the address checkUrl approved, whatever DNS would say now. */
 const pinnedLookup = (address: string, family: 4 | 6): Net.LookupFunction => (_hostname, options, callback) => {
-    process.nextTick(() => answerLookup(options.all, callback, address, family));
+    // net calls this with all: true when it races IPv4 and IPv6 (autoSelectFamily), and expects a list then.
+    process.nextTick(() => (options.all ? callback(null, [{ address, family }]) : callback(null, address, family)));
 };
 
 /**
- * The lookup for a client that keeps its own connections (keep-alive agents, client certificates), such as the http
- * KMS provider: each new connection runs checkUrl on `url` and goes to the address it approved, so the policy holds
- * at every connection and a second DNS answer never decides where a connection goes. A refused URL fails the
- * connection with the OutboundBlockedError.
+ * Makes a client that keeps its own connections (keep-alive agents, client certificates), such as the http KMS
+ * provider, go through the guard: every new connection of `agent` runs checkUrl on `url` and connects to the address
+ * it approved, so the policy holds at every connection and a second DNS answer never decides where a connection
+ * goes. A refused URL fails the request with the OutboundBlockedError. The agent must only serve `url`'s origin.
  */
-export const guardedLookup = (policy: OutboundPolicy, url: string, resolver: Resolver = defaultResolver): Net.LookupFunction =>
-    (_hostname, options, callback) => {
-        checkUrl(policy, url, resolver).then(
-            ({ address, family }) => answerLookup(options.all, callback, address, family),
-            (err: NodeJS.ErrnoException) => callback(err, '')
-        );
+export const guardAgent = <A extends Http.Agent>(agent: A, policy: OutboundPolicy, url: string, resolver: Resolver = defaultResolver): A => {
+    type Create = (options: Net.NetConnectOpts, callback: (err: Error | null, socket?: Net.Socket) => void) => Net.Socket | undefined;
+    const agentWithCreate = agent as unknown as { createConnection: Create };
+    const create = agentWithCreate.createConnection.bind(agent);
+    // Node's Agent accepts a socket handed to the callback later, which leaves time for the check.
+    agentWithCreate.createConnection = (options, callback) => {
+        checkUrl(policy, url, resolver).then(({ address, family }) => {
+            // An IP literal is connected to as it is (no lookup), and checkUrl checked exactly that address.
+            callback(null, create({ ...options, lookup: pinnedLookup(address, family) } as Net.NetConnectOpts, () => undefined));
+        }).catch((err: Error) => callback(err));
+        return undefined;
     };
+    return agent;
+};
 
 /** How long a save waits for DNS before it leaves the URL to the check at use. */
 export const SAVE_CHECK_TIMEOUT_MS = 5_000;

@@ -7,7 +7,7 @@ import Tls from 'node:tls';
 import Joi from 'joi';
 import type { JWK } from 'jose';
 import type { Logger } from '../../lib/logging';
-import { guardAgent, OutboundBlockedError, type OutboundPolicy, type Resolver } from '../../lib/outbound';
+import { guardAgent, OutboundBlockedError, OutboundRequestError, type OutboundPolicy, type Resolver } from '../../lib/outbound';
 import {
     KmsUnavailableError,
     type KeyAlgorithm,
@@ -220,7 +220,7 @@ interface Endpoint {
  */
 const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
 
-/** How the store reaches the KMS: the policy its URLs follow, and DNS (tests answer with chosen addresses). */
+/** How the store reaches the KMS: its mTLS client material, and DNS (tests answer with chosen addresses). */
 export interface HttpKmsTransport {
     tls?: TlsMaterial;
     resolver?: Resolver;
@@ -293,7 +293,8 @@ const exchange = (endpoint: Endpoint, method: string, path: string, headers: Rec
                 attempt(false).then(resolve, reject);
                 return;
             }
-            fail(err instanceof OutboundBlockedError ? err : new TransportError(describeNetworkError(err)));
+            // The guard's resolution failures carry the resolver's error as their cause.
+            fail(err instanceof OutboundBlockedError ? err : new TransportError(describeNetworkError(err instanceof OutboundRequestError ? err.cause : err)));
         });
         req.on('response', (res) => {
             answered = true;

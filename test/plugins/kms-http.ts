@@ -479,6 +479,14 @@ describe('http KMS provider, connections through the outbound guard', () => {
         expect(resolvers['token.example.test']!.calls).to.equal(['token.example.test']);
     });
 
+    it('reports a name that does not resolve as an unavailable KMS', async () => {
+        const missing: Resolver = () => Promise.reject(Object.assign(new Error('getaddrinfo ENOTFOUND kms.example.test'), { code: 'ENOTFOUND' }));
+        store = new HttpKeyStore(named('kms.example.test'), context('nameless-kms'), { resolver: missing });
+        const err = await rejection(store.health());
+        expect(err).to.be.an.instanceof(KmsUnavailableError);
+        expect(err.message).to.equal('KMS provider "nameless-kms" is unavailable: token request failed (host not found)');
+    });
+
     it('refuses, at every connection, an address the tenant\'s outbound policy forbids, and sends nothing', async () => {
         const requests = kms.requests.length;
         const resolver = resolverOf('127.0.0.1');

@@ -29,6 +29,7 @@ export const attributeProviderKind: ResourceKind<AttributeProvider> = {
     dependsOn: ['Tenant'],
     secrets: OUTBOUND_AUTH_SECRETS,
     secretDestinations: ['url'],
+    outboundUrls: ['url'],
     id: (spec) => spec.id,
     location: { dir: 'attribute-providers' }
 };

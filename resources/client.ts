@@ -3,9 +3,8 @@ import { roleSchema } from '../lib/auth/roles';
 import { generateClientSecret } from '../lib/crypto/secret-hash';
 import { ClientModel } from '../lib/db/models/client';
 import { ConflictError, ValidationError } from '../lib/errors';
-import type { ResourceKind, ResourceStore, StoreScope, StoredResource } from '../lib/registry/kind';
-
-export const GENERATE_SECRET = '!generate';
+import type { Database } from '../lib/db/database';
+import { GENERATE, type ResourceKind, type ResourceStore, type StoreScope, type StoredResource } from '../lib/registry/kind';
 
 export interface Client {
     clientId: string;
@@ -28,7 +27,8 @@ export const clientSchema = Joi.object<Client, true>({
         .description('When non-empty, only these presentation configurations may be used'),
     allowedIssuanceConfigs: Joi.array().items(Joi.string().max(255)).unique().allow(null)
         .description('When non-empty, only these credential configurations may be offered'),
-    secret: Joi.string().min(16).max(512).description('Write-only. At least 16 characters, or !generate')
+    secret: Joi.string().min(16).max(512).allow(GENERATE)
+        .description('Write-only. At least 16 characters, or !generate: a new client gets a generated secret, shown once; an existing one keeps its secret')
 }).label('Client');
 
 const toStored = (row: ClientModel): StoredResource<Client> => ({
@@ -85,7 +85,8 @@ const clientStore: ResourceStore<Client> = {
             ownership: resource.ownership,
             updatedAt: now
         };
-        const secretHash = spec.secret && spec.secret !== GENERATE_SECRET ? scope.db.secretHasher.hash(spec.secret) : undefined;
+        // The registry replaced !generate with a new secret on create; on an existing client it means "keep it".
+        const secretHash = spec.secret && spec.secret !== GENERATE ? scope.db.secretHasher.hash(spec.secret) : undefined;
         if (existing) {
             await Clients.query(scope.trx).findById(id).patch({ ...row, ...(secretHash ? { secretHash } : {}) });
             return;
@@ -106,13 +107,20 @@ const clientStore: ResourceStore<Client> = {
         await inScope(scope, id).delete();
     },
     async writeOnlyUnchanged(scope, id, spec) {
-        if (spec.secret === GENERATE_SECRET) {
+        if (spec.secret === GENERATE) {
             return true;
         }
         const row = await inScope(scope, id);
         return !!row && !!spec.secret && scope.db.secretHasher.verify(spec.secret, row.secretHash);
     }
 };
+
+/**
+ * The tenant a client belongs to (null: tenant-less), or undefined when no client has this id. Client ids are global,
+ * so a tenant:manage caller reaches any client through its id alone.
+ */
+export const tenantOfClient = async (db: Database, clientId: string): Promise<string | null | undefined> =>
+    (await db.model(ClientModel).query().findById(clientId).select('tenantId'))?.tenantId;
 
 export const clientKind: ResourceKind<Client> = {
     kind: 'Client',
@@ -122,6 +130,7 @@ export const clientKind: ResourceKind<Client> = {
     dependsOn: ['Tenant'],
     writeOnly: ['secret'],
     secrets: ['secret'],
+    generated: { secret: generateClientSecret },
     allowsTenantless: true,
     id: (spec) => spec.clientId,
     location: { dir: 'clients' },

@@ -82,6 +82,7 @@ export const trustListKind: ResourceKind<TrustList> = {
     version: 1,
     schema: trustListSchema,
     dependsOn: ['Tenant'],
+    outboundUrls: ['url'],
     id: (spec) => spec.id,
     location: { dir: 'trust-lists' }
 };

@@ -28,6 +28,7 @@ export const webhookEndpointKind: ResourceKind<WebhookEndpoint> = {
     dependsOn: ['Tenant'],
     secrets: OUTBOUND_AUTH_SECRETS,
     secretDestinations: ['url'],
+    outboundUrls: ['url'],
     id: (spec) => spec.id,
     location: { dir: 'webhook-endpoints' }
 };

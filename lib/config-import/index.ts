@@ -21,7 +21,15 @@ export interface TenantImportResult {
     updated: number;
     unchanged: number;
     warnings: string[];
+    /** Values made for `!generate` fields (client secrets) of resources this import created: their only copy. */
+    generatedSecrets?: GeneratedSecret[];
     error?: string;
+}
+
+export interface GeneratedSecret {
+    kind: string;
+    id: string;
+    secret: string;
 }
 
 export interface ImportReport {
@@ -173,12 +181,14 @@ const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promi
 
     const counts = { create: 0, update: 0, unchanged: 0 };
     const warnings: string[] = [];
+    const generatedSecrets: GeneratedSecret[] = [];
     try {
         await db.transaction(async (trx) => {
             for (const doc of documents) {
                 try {
                     const written = await registry.write(db, { ...ctx, trx }, doc.kind.kind, doc.spec, { version: doc.version, ownership: 'file-managed', mode: 'upsert' });
                     counts[written.action]++;
+                    generatedSecrets.push(...Object.values(written.generated ?? {}).map((secret) => ({ kind: doc.kind.kind, id: written.id, secret })));
                     warnings.push(...written.warnings.map((w) => `${doc.file.relative}: ${w.code}: ${w.message}`));
                 }
                 catch (err) {
@@ -193,9 +203,22 @@ const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promi
     for (const w of warnings) {
         log.warn({ tenant: tenant.name }, w);
     }
+    for (const { kind, id } of generatedSecrets) {
+        // Secrets never reach a log line; the report holds the value for a caller that can show it once.
+        log.warn({ tenant: tenant.name, kind, id },
+            `${kind} ${id} was created with a generated secret, which is not logged: replace it through the API (a client: POST /api/clients/${id}/rotate-secret)`);
+    }
     log.info({ tenant: tenant.name, created: counts.create, updated: counts.update, unchanged: counts.unchanged },
         `Tenant ${tenant.name} imported from the configuration folder`);
-    return { ...result, status: 'imported', created: counts.create, updated: counts.update, unchanged: counts.unchanged, warnings: [...result.warnings, ...warnings] };
+    return {
+        ...result,
+        status: 'imported',
+        created: counts.create,
+        updated: counts.update,
+        unchanged: counts.unchanged,
+        warnings: [...result.warnings, ...warnings],
+        ...(generatedSecrets.length ? { generatedSecrets } : {})
+    };
 };
 
 export const importConfigFolder = async (options: ImportOptions): Promise<ImportReport> => {

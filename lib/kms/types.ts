@@ -1,6 +1,7 @@
 import type Joi from 'joi';
 import type { JWK } from 'jose';
 import type { Logger } from '../logging';
+import type { OutboundPolicy } from '../outbound';
 
 /** The only signature algorithm key stores must offer today (HAIP); the type leaves room for more. */
 export type KeyAlgorithm = 'ES256';
@@ -34,6 +35,9 @@ export interface KmsOpenContext {
     log: Logger;
     /** Milliseconds an operation may take before it fails (KMS_TIMEOUT_MS, default 10000). */
     timeoutMs: number;
+    /** The outbound policy (OUTBOUND_URL_*) the provider's URLs follow at every connection: set for providers a
+     * tenant configured through the API, absent for the operator's (its kms.json files are trusted). */
+    outbound?: OutboundPolicy;
     /** Services of the host the provider may need (the db provider uses the database); typed by the kms plugin. */
     services: Record<string, unknown>;
 }

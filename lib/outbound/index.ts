@@ -24,9 +24,13 @@ export interface OutboundPolicy {
 
 /** The URL is refused by the outbound policy; nothing was sent. */
 export class OutboundBlockedError extends Error {
-    constructor(message: string) {
-        super(message);
+    /** Why, without the scheme, host and port the message starts with: for answers that name the field instead. */
+    readonly reason: string;
+
+    constructor(where: string | undefined, reason: string) {
+        super(where ? `${where}: ${reason}` : reason);
         this.name = 'OutboundBlockedError';
+        this.reason = reason;
     }
 }
 
@@ -136,29 +140,29 @@ export const checkUrl = async (policy: OutboundPolicy, url: string, resolver: Re
         parsed = new URL(url);
     }
     catch {
-        throw new OutboundBlockedError('invalid URL');
+        throw new OutboundBlockedError(undefined, 'invalid URL');
     }
 
     if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
-        throw new OutboundBlockedError(`scheme ${parsed.protocol} is not allowed (only https, or http when OUTBOUND_URL_ALLOW_HTTP is set)`);
+        throw new OutboundBlockedError(undefined, `scheme ${parsed.protocol} is not allowed (only https, or http when OUTBOUND_URL_ALLOW_HTTP is set)`);
     }
 
     if (parsed.protocol === 'http:' && !policy.allowHttp) {
-        throw new OutboundBlockedError(`${describe(parsed)}: http URLs are not allowed (OUTBOUND_URL_ALLOW_HTTP is off)`);
+        throw new OutboundBlockedError(describe(parsed), 'http URLs are not allowed by the outbound policy (OUTBOUND_URL_ALLOW_HTTP is off)');
     }
 
     if (parsed.username !== '' || parsed.password !== '') {
         // parsed.host never contains the userinfo, so the message stays free of it.
-        throw new OutboundBlockedError(`${describe(parsed)}: credentials in the URL are not allowed`);
+        throw new OutboundBlockedError(describe(parsed), 'credentials in the URL are not allowed');
     }
 
     const host = bareHost(parsed.hostname);
     if (host === '') {
-        throw new OutboundBlockedError('URL has no host');
+        throw new OutboundBlockedError(undefined, 'URL has no host');
     }
 
     if (!hostAllowed(host, policy.allowedHosts)) {
-        throw new OutboundBlockedError(`${describe(parsed)}: host ${host} is not on OUTBOUND_URL_ALLOWED_HOSTS`);
+        throw new OutboundBlockedError(describe(parsed), `host ${host} is not on OUTBOUND_URL_ALLOWED_HOSTS`);
     }
 
     let answers: Array<{ address: string; family: 4 | 6 }>;
@@ -183,13 +187,12 @@ export const checkUrl = async (policy: OutboundPolicy, url: string, resolver: Re
     for (const { address } of answers) {
         const klass = classifyAddress(address);
         if (klass === 'invalid') {
-            throw new OutboundBlockedError(`${describe(parsed)}: ${host} resolved to something that is not an IP address`);
+            throw new OutboundBlockedError(describe(parsed), `${host} resolved to something that is not an IP address`);
         }
 
         if (klass !== 'public' && !policy.allowPrivateNetwork) {
-            throw new OutboundBlockedError(
-                `${describe(parsed)}: ${host} resolves to a ${klass} address (${address}); OUTBOUND_URL_ALLOW_PRIVATE_NETWORK is off`
-            );
+            const what = `${klass} address ${address}`;
+            throw new OutboundBlockedError(describe(parsed), `${literal !== 0 ? what : `${host} resolves to ${what}, which`} is not allowed by the outbound policy (OUTBOUND_URL_ALLOW_PRIVATE_NETWORK is off)`);
         }
     }
 
@@ -272,6 +275,54 @@ const makeResponse = (status: number, headers: Record<string, string | string[] 
 const pinnedLookup = (address: string, family: 4 | 6): Net.LookupFunction => (_hostname, options, callback) => {
     // net calls this with all: true when it races IPv4 and IPv6 (autoSelectFamily), and expects a list then.
     process.nextTick(() => (options.all ? callback(null, [{ address, family }]) : callback(null, address, family)));
+};
+
+/**
+ * Makes a client that keeps its own connections (keep-alive agents, client certificates), such as the http KMS
+ * provider, go through the guard: every new connection of `agent` runs checkUrl on `url` and connects to the address
+ * it approved, so the policy holds at every connection and a second DNS answer never decides where a connection
+ * goes. A refused URL fails the request with the OutboundBlockedError. The agent must only serve `url`'s origin.
+ */
+export const guardAgent = <A extends Http.Agent>(agent: A, policy: OutboundPolicy, url: string, resolver: Resolver = defaultResolver): A => {
+    type Create = (options: Net.NetConnectOpts, callback: (err: Error | null, socket?: Net.Socket) => void) => Net.Socket | undefined;
+    const agentWithCreate = agent as unknown as { createConnection: Create };
+    const create = agentWithCreate.createConnection.bind(agent);
+    // Node's Agent accepts a socket handed to the callback later, which leaves time for the check.
+    agentWithCreate.createConnection = (options, callback) => {
+        checkUrl(policy, url, resolver).then(({ address, family }) => {
+            // An IP literal is connected to as it is (no lookup), and checkUrl checked exactly that address.
+            callback(null, create({ ...options, lookup: pinnedLookup(address, family) } as Net.NetConnectOpts, () => undefined));
+        }).catch((err: Error) => callback(err));
+        return undefined;
+    };
+    return agent;
+};
+
+/** How long a save waits for DNS before it leaves the URL to the check at use. */
+export const SAVE_CHECK_TIMEOUT_MS = 5_000;
+
+/**
+ * Why the policy refuses a URL that is being saved (the reason, without scheme, host and port), or undefined when it
+ * allows it. A host that cannot be resolved now (or not in time) is not refused: every use checks again.
+ */
+export const policyRefusal = async (policy: OutboundPolicy, url: string, resolver: Resolver = defaultResolver): Promise<string | undefined> => {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), SAVE_CHECK_TIMEOUT_MS);
+    });
+    try {
+        await Promise.race([checkUrl(policy, url, resolver), deadline]);
+        return undefined;
+    }
+    catch (err) {
+        if (err instanceof OutboundBlockedError) {
+            return err.reason;
+        }
+        return undefined;
+    }
+    finally {
+        clearTimeout(timer);
+    }
 };
 
 interface SendOptions {

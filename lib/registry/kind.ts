@@ -4,6 +4,9 @@ import type { Database } from '../db/database';
 
 export type Ownership = 'unmanaged' | 'file-managed';
 
+/** The value of a `generated` field that asks the service to make one (spec 2.3, 2.9: a client secret of `!generate`). */
+export const GENERATE = '!generate';
+
 export interface StoredResource<T> {
     spec: T;
     version: number;
@@ -60,8 +63,14 @@ export interface ResourceKind<T = any> {
     secrets?: string[];
     /** Dot paths of the URLs secrets are sent to: a stored secret is not kept when one on its way changes. */
     secretDestinations?: string[];
+    /** Dot paths (`*` matches any array element or key) of URLs the service calls: every write refuses one the
+     * outbound policy forbids (OUTBOUND_URL_*), and the service checks it again at every use. */
+    outboundUrls?: string[];
     /** Fields accepted on write but never read back (a client secret, stored as a hash). */
     writeOnly?: string[];
+    /** Write-only fields that may be `!generate`: when the resource is created, the registry writes a value of the
+     * generator instead and answers it once (WriteResult.generated); an existing resource keeps its stored value. */
+    generated?: Record<string, () => string>;
     /** Resources of this kind may belong to no tenant when the context has none. */
     allowsTenantless?: boolean;
     /** Exists once per tenant and has no id of its own. */

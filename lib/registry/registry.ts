@@ -2,9 +2,10 @@ import type Joi from 'joi';
 import { AuditLogModel } from '../db/models/audit-log';
 import type { Knex } from 'knex';
 import type { Database, Transaction } from '../db/database';
-import { ConflictError, NotFoundError, ValidationError, joiDetails } from '../errors';
+import { ConflictError, NotFoundError, ValidationError, joiDetails, type ErrorDetail } from '../errors';
+import { policyRefusal, type OutboundPolicy, type Resolver } from '../outbound';
 import { canonicalJson, diffSpecs } from './diff';
-import type { Ownership, ResourceKind, ResourceStore, StoreScope, StoredResource, TenantContext, UpgradeWarning } from './kind';
+import { GENERATE, type Ownership, type ResourceKind, type ResourceStore, type StoreScope, type StoredResource, type TenantContext, type UpgradeWarning } from './kind';
 import { tableResourceStore } from './resource-store';
 import { parseSchemaUrl, schemaUrl } from './schema-url';
 
@@ -30,6 +31,8 @@ export interface WriteResult<T = unknown> {
     spec: T;
     resource: StoredResource<T>;
     warnings: UpgradeWarning[];
+    /** Values made for `!generate` fields of a created resource, by field; shown to the caller once, never stored. */
+    generated?: Record<string, string>;
 }
 
 export class RegistryError extends Error {
@@ -38,6 +41,25 @@ export class RegistryError extends Error {
 
 const valueAt = (spec: unknown, path: string): unknown =>
     path.split('.').reduce<unknown>((v, key) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[key] : undefined), spec);
+
+/** Every value at a dot path whose `*` segments match any array element or key, with its concrete path. */
+const valuesAt = (spec: unknown, path: string): Array<{ path: string; value: unknown }> =>
+    path.split('.').reduce<Array<{ path: string[]; value: unknown }>>((found, key) => found.flatMap(({ path: at, value }) => {
+        if (!value || typeof value !== 'object') {
+            return [];
+        }
+        const entries = key === '*' ? Object.entries(value) : [[key, (value as Record<string, unknown>)[key]] as const];
+        return entries.filter(([, v]) => v !== undefined).map(([k, v]) => ({ path: [...at, k], value: v }));
+    }), [{ path: [], value: spec }]).map(({ path: at, value }) => ({ path: at.join('.'), value }));
+
+export interface RegistryOptions {
+    /** The policy every `outboundUrls` field must pass when it is written; the strictest one when not given. */
+    outbound?: OutboundPolicy;
+    /** DNS for those checks (tests answer with chosen addresses). */
+    resolver?: Resolver;
+}
+
+const STRICT_OUTBOUND: OutboundPolicy = { allowHttp: false, allowPrivateNetwork: false, allowedHosts: [] };
 
 const schemaOptions: Joi.ValidationOptions = { abortEarly: false, convert: true, errors: { wrap: { label: '"' } } };
 
@@ -49,6 +71,8 @@ export class Registry {
     private readonly kinds = new Map<string, ResourceKind>();
     private readonly listeners = new Map<string, Array<(tenantId: string | null, id: string) => void>>();
     private orderedKinds?: ResourceKind[];
+
+    constructor(private readonly options: RegistryOptions = {}) {}
 
     register(kind: ResourceKind): void {
         if (this.orderedKinds) {
@@ -222,6 +246,8 @@ export class Registry {
     async write<T>(db: Database, ctx: TenantContext, kindName: string, input: unknown, options: WriteOptions = {}): Promise<WriteResult<T>> {
         const kind = this.kind<T>(kindName);
         const { spec, warnings } = this.validate(kind, input, options.version ?? kind.version);
+        // Resolves host names, so it runs before the transaction is opened (when the caller has none open).
+        await this.checkOutboundUrls(kind, spec);
         const id = this.idOf(kind, spec);
         const mode = options.mode ?? 'upsert';
 
@@ -241,16 +267,24 @@ export class Registry {
             if (existing && existing.ownership === ownership && await this.sameSpec(scope, store, id, existing.spec, spec)) {
                 return { action: 'unchanged', id, spec: existing.spec, resource: existing, warnings };
             }
-            const resource = { spec, version: kind.version, generation: existing ? existing.generation + 1 : 1, ownership };
+            const generated = existing ? undefined : this.generate(kind, spec);
+            const written = generated ? { ...spec, ...generated } : spec;
+            const resource = { spec: written, version: kind.version, generation: existing ? existing.generation + 1 : 1, ownership };
             await store.put(scope, id, resource, existing);
             const stored = await store.get(scope, id) as StoredResource<T>;
-            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, spec, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
-            return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings };
+            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, written, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
+            return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings, ...(generated ? { generated } : {}) };
         }, ctx.trx);
         if (result.action !== 'unchanged') {
             this.changed(kind, kind.isTenant ? id : ctx.tenantId ?? null, id);
         }
         return result;
+    }
+
+    /** A new value for every `!generate` field of a spec being created; undefined when there is none. */
+    private generate(kind: ResourceKind, spec: unknown): Record<string, string> | undefined {
+        const fields = Object.entries(kind.generated ?? {}).filter(([field]) => (spec as Record<string, unknown>)[field] === GENERATE);
+        return fields.length ? Object.fromEntries(fields.map(([field, make]) => [field, make()])) : undefined;
     }
 
     private async sameSpec(scope: StoreScope, store: ResourceStore, id: string, stored: unknown, incoming: unknown): Promise<boolean> {
@@ -283,6 +317,21 @@ export class Registry {
             await store.delete(scope, key);
         }, ctx.trx);
         this.changed(kind, kind.isTenant ? key : ctx.tenantId ?? null, key);
+    }
+
+    /** Every `outboundUrls` value must pass the outbound policy: 400 naming the field and why. */
+    private async checkOutboundUrls(kind: ResourceKind, spec: unknown): Promise<void> {
+        const urls = (kind.outboundUrls ?? []).flatMap((field) => valuesAt(spec, field)).filter((u): u is { path: string; value: string } => typeof u.value === 'string');
+        const details: ErrorDetail[] = [];
+        for (const { path, value } of urls) {
+            const refusal = await policyRefusal(this.options.outbound ?? STRICT_OUTBOUND, value, this.options.resolver);
+            if (refusal) {
+                details.push({ path, message: `${path}: ${refusal}` });
+            }
+        }
+        if (details.length) {
+            throw new ValidationError(`${kind.file} is invalid: ${details[0]!.message}`, details);
+        }
     }
 
     /** Every reference field must name an existing resource of the tenant (MISSING_RESOURCE_REFERENCE). */

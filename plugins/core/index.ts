@@ -10,6 +10,7 @@ import type { ResourceKind } from '../../lib/registry/kind';
 import { Registry } from '../../lib/registry/registry';
 import { mapErrors } from './error-mapping';
 import { registerHttpLogger } from './http-logger';
+import { refuseNulCharacters } from './nul-guard';
 import { healthRoutes } from './routes/health';
 import { schemaRoutes } from './routes/schemas';
 
@@ -33,7 +34,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
     register(server) {
         const { config, log } = server.app;
         const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
-        const registry = new Registry();
+        const registry = new Registry({ outbound: config.outbound });
         const jobs = createJobRunner({ db: config.db, log });
 
         server.decorate('server', 'db', db);
@@ -42,6 +43,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         server.decorate('server', 'registerResource', (kind: ResourceKind) => registry.register(kind));
         server.decorate('server', 'registerJob', (job: JobDefinition) => jobs.register(job));
 
+        server.ext('onPostAuth', refuseNulCharacters);
         server.ext('onPreResponse', mapErrors);
         server.ext('onPreResponse', (request, h) => {
             const response = request.response as Hapi.ResponseObject;

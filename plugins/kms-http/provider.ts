@@ -7,6 +7,7 @@ import Tls from 'node:tls';
 import Joi from 'joi';
 import type { JWK } from 'jose';
 import type { Logger } from '../../lib/logging';
+import { guardAgent, OutboundBlockedError, OutboundRequestError, type OutboundPolicy, type Resolver } from '../../lib/outbound';
 import {
     KmsUnavailableError,
     type KeyAlgorithm,
@@ -209,8 +210,24 @@ interface RequestBody {
 
 interface Endpoint {
     url: URL;
+    /** Every new connection resolves the host once through the outbound guard and connects to that address. */
     agent: Http.Agent;
 }
+
+/**
+ * The policy of a provider the operator configured (kms.json files): any scheme and network the URL names. Its
+ * connections still go through the guard, so each one goes to the address resolved once for it.
+ */
+const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
+
+/** How the store reaches the KMS: its mTLS client material, and DNS (tests answer with chosen addresses). */
+export interface HttpKmsTransport {
+    tls?: TlsMaterial;
+    resolver?: Resolver;
+}
+
+const endpoint = (url: URL, agent: Http.Agent, policy: OutboundPolicy, resolver?: Resolver): Endpoint =>
+    ({ url, agent: guardAgent(agent, policy, url.href, resolver) });
 
 /** The KMS could not be reached or did not answer in time; `reason` is safe to show. */
 class TransportError extends Error {}
@@ -276,7 +293,8 @@ const exchange = (endpoint: Endpoint, method: string, path: string, headers: Rec
                 attempt(false).then(resolve, reject);
                 return;
             }
-            fail(new TransportError(describeNetworkError(err)));
+            // The guard's resolution failures carry the resolver's error as their cause.
+            fail(err instanceof OutboundBlockedError ? err : new TransportError(describeNetworkError(err instanceof OutboundRequestError ? err.cause : err)));
         });
         req.on('response', (res) => {
             answered = true;
@@ -328,9 +346,9 @@ class TokenSource {
     private readonly endpoint: Endpoint;
 
     constructor(private readonly auth: HttpKmsOAuth2Auth, private readonly label: string, private readonly timeoutMs: number,
-        private readonly log: Logger) {
+        private readonly log: Logger, policy: OutboundPolicy, resolver?: Resolver) {
         const url = new URL(auth.tokenUrl);
-        this.endpoint = { url, agent: new (url.protocol === 'https:' ? Https : Http).Agent({ keepAlive: false }) };
+        this.endpoint = endpoint(url, new (url.protocol === 'https:' ? Https : Http).Agent({ keepAlive: false }), policy, resolver);
     }
 
     get(): Promise<string> {
@@ -369,6 +387,9 @@ class TokenSource {
         } catch (err) {
             if (err instanceof TransportError) {
                 throw new KmsUnavailableError(`${this.label} is unavailable: token request failed (${err.message})`);
+            }
+            if (err instanceof OutboundBlockedError) {
+                throw new KmsUnavailableError(`${this.label} is unavailable: token request refused by the outbound policy (${err.message})`);
             }
             throw new Error(`${this.label}: invalid token response (${(err as Error).message})`);
         }
@@ -434,7 +455,7 @@ const privateEcP256Jwk = (jwk: JWK): { privateJwk: JWK; publicJwk: PublicJwk } =
     };
 };
 
-interface TlsMaterial {
+export interface TlsMaterial {
     cert: Buffer;
     key: Buffer;
     ca?: Buffer;
@@ -459,7 +480,7 @@ export class HttpKeyStore implements KeyStore {
     private readonly label: string;
     private readonly timeoutMs: number;
 
-    constructor(options: HttpKmsOptions, ctx: KmsOpenContext, tls?: TlsMaterial) {
+    constructor(options: HttpKmsOptions, ctx: KmsOpenContext, { tls, resolver }: HttpKmsTransport = {}) {
         const url = new URL(options.baseUrl);
         this.label = `KMS provider "${ctx.providerId}"`;
         this.timeoutMs = ctx.timeoutMs > 0 ? ctx.timeoutMs : 10_000;
@@ -469,13 +490,14 @@ export class HttpKeyStore implements KeyStore {
         const agent = url.protocol === 'https:'
             ? new Https.Agent({ keepAlive: true, ...(tls ? { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca } : {}) } : {}) })
             : new Http.Agent({ keepAlive: true });
-        this.endpoint = { url, agent };
+        const policy = ctx.outbound ?? OPERATOR_POLICY;
+        this.endpoint = endpoint(url, agent, policy, resolver);
         const auth = options.auth;
         if (auth?.type === 'bearer') {
             this.staticHeaders.authorization = `Bearer ${auth.token}`;
         }
         if (auth?.type === 'oauth2-client-credentials') {
-            this.tokens = new TokenSource(auth, this.label, this.timeoutMs, ctx.log);
+            this.tokens = new TokenSource(auth, this.label, this.timeoutMs, ctx.log, policy, resolver);
         }
         if (options.canImport) {
             this.import = (kid, privateJwk, alg) => this.importKey(kid, privateJwk, alg);
@@ -571,6 +593,10 @@ export class HttpKeyStore implements KeyStore {
                 if (err instanceof TransportError) {
                     throw new KmsUnavailableError(`${this.label} is unavailable: ${op} failed (${err.message})`);
                 }
+                // Unusable while the policy forbids the address it resolves to (it may resolve elsewhere later).
+                if (err instanceof OutboundBlockedError) {
+                    throw new KmsUnavailableError(`${this.label} is unavailable: ${op} refused by the outbound policy (${err.message})`);
+                }
                 throw this.invalid(op, (err as Error).message);
             }
             if (res.status === 401 && token && attempt === 0) {
@@ -648,6 +674,6 @@ export const httpKmsProvider: KmsProviderType<HttpKmsOptions> = {
             const reason = (err as NodeJS.ErrnoException).code ?? 'unusable PEM';
             throw new Error(`KMS provider "${ctx.providerId}": the mtls certificate, key or CA cannot be used (${reason})`);
         }
-        return new HttpKeyStore(options, ctx, tls);
+        return new HttpKeyStore(options, ctx, { tls });
     }
 };

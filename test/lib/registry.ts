@@ -4,6 +4,7 @@ import * as Lab from '@hapi/lab';
 import Joi from 'joi';
 import { ColumnCipher } from '../../lib/crypto/column-cipher';
 import { Database } from '../../lib/db/database';
+import { ValidationError } from '../../lib/errors';
 import { migrateLatest } from '../../lib/db/migrate';
 import { AuditLogModel } from '../../lib/db/models/audit-log';
 import type { ResourceKind, TenantContext } from '../../lib/registry/kind';
@@ -178,6 +179,78 @@ for (const dialect of DIALECTS) {
             expect(await db.knex('resources').where({ tenant_id: 'other' }).count({ n: '*' }).first()).to.equal({ n: dialect === 'postgres' ? '0' : 0 });
             const tenantDeletion = await db.model(AuditLogModel).query().whereNull('tenantId').where({ kind: 'Tenant', action: 'delete' }).first();
             expect(tenantDeletion!.resourceId).to.equal('other');
+        });
+    });
+}
+
+/** A resolver with fixed answers per host name; unknown names fail like a name that does not exist. */
+const dns = (answers: Record<string, string[]>) => async (hostname: string) => {
+    const found = answers[hostname];
+    if (!found) {
+        throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+    }
+    return found.map((address) => ({ address, family: (address.includes(':') ? 6 : 4) as 4 | 6 }));
+};
+
+for (const dialect of DIALECTS) {
+    describe(`registry outbound URL check at save (${dialect})`, () => {
+        let testDb: TestDatabase;
+        let db: Database;
+        // Beacons are written with URLs at a fixed path and inside a list, like trust list sources or KMS providers.
+        const beaconKind: ResourceKind<{ id: string; url?: string; mirrors?: Array<{ url: string }> }> = {
+            kind: 'Beacon',
+            file: 'BeaconFile',
+            version: 1,
+            schema: Joi.object({ id: Joi.string().required(), url: Joi.string(), mirrors: Joi.array().items(Joi.object({ url: Joi.string() })) }),
+            dependsOn: ['Tenant'],
+            outboundUrls: ['url', 'mirrors.*.url'],
+            id: (spec) => spec.id,
+            location: { dir: 'beacons' }
+        };
+        const resolver = dns({ 'public.example': ['93.184.216.34'], 'inside.example': ['93.184.216.34', '10.1.2.3'], 'meta.example': ['169.254.169.254'] });
+        const registries = {
+            strict: new Registry({ outbound: { allowHttp: false, allowPrivateNetwork: false, allowedHosts: [] }, resolver }),
+            open: new Registry({ outbound: { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] }, resolver })
+        };
+        for (const r of Object.values(registries)) {
+            r.register(tenantKind);
+            r.register(beaconKind);
+            r.seal();
+        }
+        const acme: TenantContext = { tenantId: 'acme', clientId: 'acme-admin', roles: ['tenant:admin'] };
+
+        before(async () => {
+            testDb = await createTestDatabase(dialect);
+            db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
+            await migrateLatest(db.knex);
+            await registries.open.write(db, { clientId: 'root', roles: ['tenant:manage'] }, 'Tenant', { id: 'acme', name: 'Acme' });
+        });
+        after(async () => {
+            await db.close();
+            await testDb.drop();
+        });
+
+        it('refuses every declared URL field the policy forbids, naming the field and the address class, and writes nothing', async () => {
+            const cases: Array<[object, Array<{ path: string; message: string }>]> = [
+                [{ url: 'https://127.0.0.1/x' }, [{ path: 'url', message: 'url: loopback address 127.0.0.1 is not allowed by the outbound policy (OUTBOUND_URL_ALLOW_PRIVATE_NETWORK is off)' }]],
+                [{ url: 'https://inside.example/x' }, [{ path: 'url', message: 'url: inside.example resolves to private address 10.1.2.3, which is not allowed by the outbound policy (OUTBOUND_URL_ALLOW_PRIVATE_NETWORK is off)' }]],
+                [{ mirrors: [{ url: 'https://public.example' }, { url: 'https://meta.example/latest' }] }, [{ path: 'mirrors.1.url', message: 'mirrors.1.url: meta.example resolves to link-local address 169.254.169.254, which is not allowed by the outbound policy (OUTBOUND_URL_ALLOW_PRIVATE_NETWORK is off)' }]],
+                [{ url: 'http://public.example/x' }, [{ path: 'url', message: 'url: http URLs are not allowed by the outbound policy (OUTBOUND_URL_ALLOW_HTTP is off)' }]]
+            ];
+            for (const [fields, details] of cases) {
+                const err = await expect(registries.strict.write(db, acme, 'Beacon', { id: 'b1', ...fields })).to.reject(ValidationError);
+                expect(err.status).to.equal(400);
+                expect(err.details).to.equal(details);
+                expect(await registries.strict.get(db, acme, 'Beacon', 'b1')).to.be.undefined();
+            }
+        });
+
+        it('accepts public URLs, names that do not resolve now (checked again at use), and private ones when the policy allows them', async () => {
+            const strict = await registries.strict.write(db, acme, 'Beacon', { id: 'b2', url: 'https://public.example/x', mirrors: [{ url: 'https://not-registered.example' }] });
+            expect(strict.action).to.equal('create');
+            for (const url of ['http://127.0.0.1:8080/x', 'https://inside.example', 'https://[fe80::1]/', 'https://meta.example']) {
+                expect((await registries.open.write<{ url: string }>(db, acme, 'Beacon', { id: 'b3', url })).spec.url).to.equal(url);
+            }
         });
     });
 }

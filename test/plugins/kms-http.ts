@@ -10,6 +10,7 @@ import * as Jose from 'jose';
 import Pino from 'pino';
 import { KmsUnavailableError, type KeyStore, type KmsOpenContext, type PublicJwk } from '../../lib/kms/types';
 import { HttpKeyStore, httpKmsProvider, toEcP256PublicJwk, verifyEs256, type HttpKmsOptions } from '../../plugins/kms-http/provider';
+import type { Resolver } from '../../lib/outbound';
 import { KmsServer, type KmsServerAuth } from '../fixtures/kms-server';
 
 export const lab = Lab.script();
@@ -430,6 +431,73 @@ describe('http KMS provider behaviour', () => {
         await expect(store.import!('k', { kty: 'RSA', n: 'x', e: 'AQAB', d: 'y' }, 'ES256')).to.reject('import needs an EC P-256 private JWK');
         await expect(store.create('k', 'RS256' as 'ES256')).to.reject(/unsupported key algorithm RS256/);
         expect(kms.requests).to.have.length(0);
+    });
+});
+
+/** A resolver that answers from a list, one answer per call (the last one repeats), and records its calls. */
+const resolverOf = (...answers: string[]): Resolver & { calls: string[] } => {
+    const calls: string[] = [];
+    const resolver = async (hostname: string) => {
+        const address = answers[Math.min(calls.length, answers.length - 1)]!;
+        calls.push(hostname);
+        return [{ address, family: 4 as const }];
+    };
+    return Object.assign(resolver, { calls });
+};
+
+describe('http KMS provider, connections through the outbound guard', () => {
+    let kms: KmsServer;
+    let store: HttpKeyStore | undefined;
+    before(async () => {
+        kms = await KmsServer.start({ auth: { type: 'oauth2', clientId: 'hallmark', clientSecret: 'kms-client-secret' } });
+    });
+    afterEach(async () => {
+        await store?.close();
+        store = undefined;
+    });
+    after(() => kms.stop());
+
+    /** The provider options with the KMS's port under host names that only the test resolver knows. */
+    const named = (host: string, tokenHost = host) => validated({
+        baseUrl: kms.origin.replace('127.0.0.1', host),
+        auth: { type: 'oauth2-client-credentials', tokenUrl: kms.tokenUrl.replace('127.0.0.1', tokenHost), clientId: 'hallmark', clientSecret: 'kms-client-secret' }
+    });
+
+    it('connects to the address the guard resolved, not to what a second lookup would answer', async () => {
+        // 10.255.255.1 swallows packets: were a second lookup to decide the connection, the request would time out.
+        const resolvers: Record<string, Resolver & { calls: string[] }> = {
+            'kms.example.test': resolverOf('127.0.0.1', '10.255.255.1'),
+            'token.example.test': resolverOf('127.0.0.1', '10.255.255.1')
+        };
+        store = new HttpKeyStore(named('kms.example.test', 'token.example.test'), context('pinned-kms', 2000), { resolver: (host) => resolvers[host]!(host) });
+        const publicJwk = await store.create('pinned', 'ES256');
+        const jwt = await signJwt(store, 'pinned', { pinned: true });
+        expect((await verifyJwt(jwt, publicJwk)).pinned).to.be.true();
+        await store.health();
+        // One connection each to the KMS (kept alive) and to the token endpoint, each resolved once.
+        expect(resolvers['kms.example.test']!.calls).to.equal(['kms.example.test']);
+        expect(resolvers['token.example.test']!.calls).to.equal(['token.example.test']);
+    });
+
+    it('reports a name that does not resolve as an unavailable KMS', async () => {
+        const missing: Resolver = () => Promise.reject(Object.assign(new Error('getaddrinfo ENOTFOUND kms.example.test'), { code: 'ENOTFOUND' }));
+        store = new HttpKeyStore(named('kms.example.test'), context('nameless-kms'), { resolver: missing });
+        const err = await rejection(store.health());
+        expect(err).to.be.an.instanceof(KmsUnavailableError);
+        expect(err.message).to.equal('KMS provider "nameless-kms" is unavailable: token request failed (host not found)');
+    });
+
+    it('refuses, at every connection, an address the tenant\'s outbound policy forbids, and sends nothing', async () => {
+        const requests = kms.requests.length;
+        const resolver = resolverOf('127.0.0.1');
+        store = new HttpKeyStore(named('kms.example.test'), { ...context('tenant-kms'), outbound: { allowHttp: true, allowPrivateNetwork: false, allowedHosts: [] } }, { resolver });
+        const err = await rejection(store.create('k', 'ES256'));
+        expect(err).to.be.an.instanceof(KmsUnavailableError);
+        expect(err.message).to.contain('KMS provider "tenant-kms" is unavailable');
+        expect(err.message).to.contain('refused by the outbound policy');
+        expect(err.message).to.contain('loopback address 127.0.0.1');
+        expect(err.message).to.not.contain('kms-client-secret');
+        expect(kms.requests.length).to.equal(requests);
     });
 });
 

@@ -3,6 +3,7 @@ import type { Database } from '../../../lib/db/database';
 import { UnavailableError, ValidationError } from '../../../lib/errors';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsProviderType, type PublicJwk } from '../../../lib/kms/types';
 import type { Logger } from '../../../lib/logging';
+import type { OutboundPolicy } from '../../../lib/outbound';
 import type { Registry } from '../../../lib/registry/registry';
 import { canonicalJson } from '../../../lib/registry/diff';
 import { mergeKmsConfigs, type KmsConfig, type KmsProviderEntry } from '../../../resources/kms-config';
@@ -30,7 +31,7 @@ const CONFIG_TTL_MS = 30_000;
  */
 export class KmsService {
     private readonly stores = new Map<string, OpenStore>();
-    private readonly configs = new Map<string, { config: KmsConfig; at: number }>();
+    private readonly configs = new Map<string, { config: KmsConfig; guarded: ReadonlySet<string>; at: number }>();
 
     constructor(private readonly deps: {
         db: Database;
@@ -47,14 +48,24 @@ export class KmsService {
     }
 
     async effectiveConfig(tenantId: string): Promise<KmsConfig> {
+        return (await this.tenantConfig(tenantId)).config;
+    }
+
+    /**
+     * The merged configuration, and the providers a tenant configured through the API (its KmsConfig is not
+     * file-managed): their connections follow the outbound policy, like webhooks; the operator's files are trusted.
+     */
+    private async tenantConfig(tenantId: string): Promise<{ config: KmsConfig; guarded: ReadonlySet<string> }> {
         const cached = this.configs.get(tenantId);
         if (cached && Date.now() - cached.at < CONFIG_TTL_MS) {
-            return cached.config;
+            return cached;
         }
         const tenant = await this.deps.registry.get<KmsConfig>(this.deps.db, { tenantId, clientId: 'system:kms', roles: [] }, 'KmsConfig');
         const config = mergeKmsConfigs(this.deps.globalConfig(), tenant?.spec);
-        this.configs.set(tenantId, { config, at: Date.now() });
-        return config;
+        const guarded = new Set(tenant && tenant.ownership !== 'file-managed' ? tenant.spec.providers.map((p) => p.id) : []);
+        const entry = { config, guarded, at: Date.now() };
+        this.configs.set(tenantId, entry);
+        return entry;
     }
 
     /** Whether a provider comes from the tenant's own configuration (not the shared global kms.json or db). */
@@ -64,18 +75,18 @@ export class KmsService {
     }
 
     async provider(tenantId: string, providerId?: string): Promise<{ entry: KmsProviderEntry; store: KeyStore }> {
-        const config = await this.effectiveConfig(tenantId);
+        const { config, guarded } = await this.tenantConfig(tenantId);
         const id = providerId ?? config.defaultProvider ?? 'db';
         const entry = config.providers.find((p) => p.id === id);
         if (!entry) {
             throw new ValidationError(`KMS provider ${id} is not configured for this tenant`, [{ path: 'kmsProvider', message: `unknown provider ${id}` }]);
         }
-        return { entry, store: await this.open(tenantId, entry) };
+        return { entry, store: await this.open(tenantId, entry, guarded.has(entry.id)) };
     }
 
-    private open(tenantId: string, entry: KmsProviderEntry): Promise<KeyStore> {
+    private open(tenantId: string, entry: KmsProviderEntry, guarded: boolean): Promise<KeyStore> {
         const key = `${tenantId}\u0000${entry.id}`;
-        const fingerprint = canonicalJson(entry);
+        const fingerprint = `${guarded ? 'guarded:' : ''}${canonicalJson(entry)}`;
         const cached = this.stores.get(key);
         if (cached && cached.fingerprint === fingerprint) {
             return cached.store;
@@ -83,14 +94,14 @@ export class KmsService {
         if (cached) {
             cached.store.then((s) => s.close?.()).catch(() => undefined);
         }
-        const store = this.openFresh(tenantId, entry).then((s) => this.guard(entry.id, s));
+        const store = this.openFresh(tenantId, entry, guarded ? this.deps.config.outbound : undefined).then((s) => this.guard(entry.id, s));
         store.catch(() => this.stores.delete(key));
         this.stores.set(key, { fingerprint, store });
         return store;
     }
 
     /** Opens a store without caching it: to check a configuration before it is saved. */
-    async openFresh(tenantId: string, entry: KmsProviderEntry): Promise<KeyStore> {
+    async openFresh(tenantId: string, entry: KmsProviderEntry, outbound?: OutboundPolicy): Promise<KeyStore> {
         const type = this.deps.types.get(entry.type);
         if (!type) {
             throw new ValidationError(`Unknown KMS provider type ${entry.type}`, [{ path: 'type', message: `must be one of ${[...this.deps.types.keys()].join(', ')}` }]);
@@ -107,6 +118,7 @@ export class KmsService {
             providerId: entry.id,
             log: this.deps.log.child({ kmsProvider: entry.id }),
             timeoutMs: this.deps.config.kms.timeoutMs,
+            ...(outbound ? { outbound } : {}),
             services: { db: this.deps.db }
         }));
     }
@@ -146,11 +158,11 @@ export class KmsService {
     }
 
     async health(tenantId: string): Promise<ProviderHealth[]> {
-        const config = await this.effectiveConfig(tenantId);
+        const { config, guarded } = await this.tenantConfig(tenantId);
         return Promise.all(config.providers.map(async (entry) => {
             const base = { id: entry.id, type: entry.type, ...(entry.description ? { description: entry.description } : {}), default: entry.id === (config.defaultProvider ?? 'db') };
             try {
-                const store = await this.open(tenantId, entry);
+                const store = await this.open(tenantId, entry, guarded.has(entry.id));
                 await store.health();
                 return { ...base, status: 'up' as const };
             }

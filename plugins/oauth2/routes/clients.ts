@@ -1,13 +1,13 @@
-import type { ServerRoute } from '@hapi/hapi';
+import type { Request, ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { callerContext } from '../../../lib/auth/context';
 import { grantableRoles } from '../../../lib/auth/roles';
 import { generateClientSecret } from '../../../lib/crypto/secret-hash';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../../lib/errors';
 import { pageOf, pageQuery, paginate, type Page } from '../../../lib/http/pagination';
-import type { TenantContext } from '../../../lib/registry/kind';
+import { GENERATE, type TenantContext } from '../../../lib/registry/kind';
 import { tenantIdSchema } from '../../../resources/tenant';
-import { clientIdSchema, clientSchema, type Client } from '../../../resources/client';
+import { clientIdSchema, clientSchema, tenantOfClient, type Client } from '../../../resources/client';
 
 const MANAGE = ['tenant:admin', 'tenant:manage'];
 const READ = [...MANAGE, 'tenant:read'];
@@ -26,7 +26,11 @@ const clientView = Joi.object({
 
 const createdClient = clientView.keys({ clientSecret: Joi.string().required() }).label('CreatedClient');
 
-const createBody = (clientSchema as Joi.ObjectSchema).keys({ tenantId: tenantIdSchema.allow(null), secret: Joi.forbidden() }).label('ClientCreate');
+// The service always makes the secret of a client created here; `!generate` (spec 2.3) says so explicitly.
+const createBody = (clientSchema as Joi.ObjectSchema).keys({
+    tenantId: tenantIdSchema.allow(null),
+    secret: Joi.string().valid(GENERATE).description('Optional: !generate, the default. The answer shows the new secret once')
+}).label('ClientCreate');
 const patchBody = (clientSchema as Joi.ObjectSchema).fork(['clientId', 'roles'], (s) => s.optional())
     .keys({ clientId: Joi.forbidden(), secret: Joi.forbidden() }).min(1).label('ClientPatch');
 
@@ -64,8 +68,30 @@ const checkGrant = (caller: TenantContext, roles: string[]) => {
 };
 
 const tenantQuery = Joi.object({
-    tenantId: tenantIdSchema.description('tenant:manage only: the tenant whose client this is (omit for tenant-less clients)')
+    tenantId: tenantIdSchema.description('tenant:manage only: the tenant whose clients to list (omit for tenant-less clients)')
 });
+
+const byIdQuery = Joi.object({
+    tenantId: tenantIdSchema.description('Optional: when given, the client must belong to this tenant (404 otherwise)')
+});
+
+/**
+ * The context a request on one client acts in. Client ids are global (the token endpoint names no tenant), so a
+ * tenant:manage client reaches any client by its id, in the client's own tenant; a tenant client only those of its
+ * tenant. Another tenant's client answers 404 like a missing one.
+ */
+const clientContext = async (request: Request): Promise<TenantContext> => {
+    const caller = callerContext(request);
+    const named = (request.query as { tenantId?: string }).tenantId;
+    if (caller.tenantId) {
+        return targetContext(caller, named);
+    }
+    const owner = await tenantOfClient(request.server.db, request.params.clientId as string);
+    if (owner === undefined || (named !== undefined && owner !== named)) {
+        throw new NotFoundError('Client not found');
+    }
+    return { ...caller, tenantId: owner ?? undefined };
+};
 
 export const clientRoutes: ServerRoute[] = [
     {
@@ -107,9 +133,8 @@ export const clientRoutes: ServerRoute[] = [
             if (ctx.tenantId && !(await request.server.registry.get(request.server.db, { ...ctx, tenantId: undefined }, 'Tenant', ctx.tenantId))) {
                 throw new NotFoundError(`Tenant ${ctx.tenantId} not found`);
             }
-            const clientSecret = generateClientSecret();
-            const result = await request.server.registry.write<Client>(request.server.db, ctx, 'Client', { ...spec, secret: clientSecret }, { mode: 'create' });
-            return h.response({ ...view(result.spec, ctx.tenantId, result.resource), clientSecret }).code(201);
+            const result = await request.server.registry.write<Client>(request.server.db, ctx, 'Client', { ...spec, secret: GENERATE }, { mode: 'create' });
+            return h.response({ ...view(result.spec, ctx.tenantId, result.resource), clientSecret: result.generated!.secret }).code(201);
         }
     },
     {
@@ -119,11 +144,11 @@ export const clientRoutes: ServerRoute[] = [
             tags: ['api', 'clients'],
             description: 'Get a client',
             auth: { access: { scope: READ } },
-            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: tenantQuery },
+            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: byIdQuery },
             response: { status: { 200: clientView } }
         },
         handler: async (request) => {
-            const ctx = targetContext(callerContext(request), (request.query as { tenantId?: string }).tenantId);
+            const ctx = await clientContext(request);
             const found = await request.server.registry.get<Client>(request.server.db, ctx, 'Client', request.params.clientId as string);
             if (!found) {
                 throw new NotFoundError('Client not found');
@@ -138,12 +163,12 @@ export const clientRoutes: ServerRoute[] = [
             tags: ['api', 'clients'],
             description: 'Update a client (roles, description, allowed configurations)',
             auth: { access: { scope: MANAGE } },
-            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: tenantQuery, payload: patchBody },
+            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: byIdQuery, payload: patchBody },
             response: { status: { 200: clientView } }
         },
         handler: async (request) => {
             const caller = callerContext(request);
-            const ctx = targetContext(caller, (request.query as { tenantId?: string }).tenantId);
+            const ctx = await clientContext(request);
             const { registry, db } = request.server;
             const found = await registry.get<Client>(db, ctx, 'Client', request.params.clientId as string);
             if (!found) {
@@ -164,10 +189,10 @@ export const clientRoutes: ServerRoute[] = [
             tags: ['api', 'clients'],
             description: 'Delete a client',
             auth: { access: { scope: MANAGE } },
-            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: tenantQuery }
+            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: byIdQuery }
         },
         handler: async (request, h) => {
-            const ctx = targetContext(callerContext(request), (request.query as { tenantId?: string }).tenantId);
+            const ctx = await clientContext(request);
             await request.server.registry.remove(request.server.db, ctx, 'Client', request.params.clientId as string);
             return h.response().code(204);
         }
@@ -179,11 +204,11 @@ export const clientRoutes: ServerRoute[] = [
             tags: ['api', 'clients'],
             description: 'Replace a client\'s secret; the answer shows the new secret once',
             auth: { access: { scope: MANAGE } },
-            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: tenantQuery },
+            validate: { params: Joi.object({ clientId: clientIdSchema.required() }), query: byIdQuery },
             response: { status: { 200: Joi.object({ clientSecret: Joi.string().required() }).label('RotatedSecret') } }
         },
         handler: async (request) => {
-            const ctx = targetContext(callerContext(request), (request.query as { tenantId?: string }).tenantId);
+            const ctx = await clientContext(request);
             const { registry, db } = request.server;
             const found = await registry.get<Client>(db, ctx, 'Client', request.params.clientId as string);
             if (!found) {

@@ -797,37 +797,15 @@ const upgradeV2: Upgrade = (spec) => {
 /** A resource of another kind of the same tenant, read inside the write's transaction. */
 const stored = (scope: StoreScope, kind: string, id: string) => tableResourceStore.get({ ...scope, kind: { kind } as ResourceKind }, id);
 
-/**
- * Checks against other resources (the registry checks the plain reference fields first): the access key chain is one
- * of usage `access`, and every trustListId of an etsi_tl trusted authority names a trust list of the tenant, reported
- * like the registry's references (MISSING_RESOURCE_REFERENCE).
- */
+/** The access key chain (a registry reference) must also be of usage `access`: it signs the request. */
 const checkPresentationConfig = async (scope: StoreScope, spec: PresentationConfig): Promise<void> => {
-    if (!scope.tenantId) {
+    if (!scope.tenantId || !spec.accessKeyChainId) {
         return;
     }
-    if (spec.accessKeyChainId) {
-        const chain = await stored(scope, 'KeyChain', spec.accessKeyChainId);
-        const usage = (chain?.spec as KeyChain | undefined)?.usageType;
-        if (usage && usage !== 'access') {
-            throw new ValidationError(`accessKeyChainId names key chain ${spec.accessKeyChainId} of usage ${usage}; a presentation request is signed by an access key chain`, [{ path: 'accessKeyChainId', message: `key chain ${spec.accessKeyChainId} has usageType ${usage}, not access` }]);
-        }
-    }
-    const missing: ErrorDetail[] = [];
-    for (const [i, query] of spec.dcql_query.credentials.entries()) {
-        for (const [j, authority] of (query.trusted_authorities ?? []).entries()) {
-            if (authority.type !== 'etsi_tl') {
-                continue;
-            }
-            for (const [k, { trustListId }] of authority.values.entries()) {
-                if (trustListId !== undefined && !(await stored(scope, 'TrustList', trustListId))) {
-                    missing.push({ path: `dcql_query.credentials.${i}.trusted_authorities.${j}.values.${k}.trustListId`, message: `MISSING_RESOURCE_REFERENCE: no TrustList ${trustListId}` });
-                }
-            }
-        }
-    }
-    if (missing.length) {
-        throw new ValidationError(`dcql_query names trust lists that do not exist: ${missing.map((m) => m.path).join(', ')}`, missing);
+    const chain = await stored(scope, 'KeyChain', spec.accessKeyChainId);
+    const usage = (chain?.spec as KeyChain | undefined)?.usageType;
+    if (usage && usage !== 'access') {
+        throw new ValidationError(`accessKeyChainId names key chain ${spec.accessKeyChainId} of usage ${usage}; a presentation request is signed by an access key chain`, [{ path: 'accessKeyChainId', message: `key chain ${spec.accessKeyChainId} has usageType ${usage}, not access` }]);
     }
 };
 
@@ -838,7 +816,11 @@ export const presentationConfigKind: ResourceKind<PresentationConfig> = {
     schema: presentationConfigSchema,
     upgrades: { 1: upgradeV1, 2: upgradeV2 },
     dependsOn: ['Tenant', 'KeyChain', 'WebhookEndpoint', 'TrustList'],
-    references: { webhookEndpointId: 'WebhookEndpoint', accessKeyChainId: 'KeyChain' },
+    references: {
+        webhookEndpointId: 'WebhookEndpoint',
+        accessKeyChainId: 'KeyChain',
+        'dcql_query.credentials.*.trusted_authorities.*.values.*.trustListId': 'TrustList'
+    },
     id: (spec) => spec.id,
     location: { dir: 'presentation' },
     check: checkPresentationConfig

@@ -56,8 +56,9 @@ export interface ResourceKind<T = any> {
     /** upgrades[n] turns a version-n spec into version n + 1. */
     upgrades?: Record<number, Upgrade>;
     dependsOn?: string[];
-    /** Fields (dot paths) that hold the id of another kind's resource, e.g. `{keyChainId: 'KeyChain'}`: a referenced
-     * resource cannot be deleted (409). */
+    /** Fields (dot paths, `*` matching any array element or key) that hold the id of another kind's resource, e.g.
+     * `{keyChainId: 'KeyChain'}`: each must exist when written (MISSING_RESOURCE_REFERENCE), and a referenced resource
+     * cannot be deleted (409). */
     references?: Record<string, string>;
     /** Dot paths of secret values (`*` matches any array element or key): redacted in audit, logs and exports. */
     secrets?: string[];

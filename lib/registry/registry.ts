@@ -39,9 +39,6 @@ export class RegistryError extends Error {
     override name = 'RegistryError';
 }
 
-const valueAt = (spec: unknown, path: string): unknown =>
-    path.split('.').reduce<unknown>((v, key) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[key] : undefined), spec);
-
 /** Every value at a dot path whose `*` segments match any array element or key, with its concrete path. */
 const valuesAt = (spec: unknown, path: string): Array<{ path: string; value: unknown }> =>
     path.split('.').reduce<Array<{ path: string[]; value: unknown }>>((found, key) => found.flatMap(({ path: at, value }) => {
@@ -334,17 +331,26 @@ export class Registry {
         }
     }
 
-    /** Every reference field must name an existing resource of the tenant (MISSING_RESOURCE_REFERENCE). */
+    /** Every reference field must name an existing resource of the tenant (MISSING_RESOURCE_REFERENCE); all are reported. */
     private async checkReferences(db: Database, trx: Knex, tenantId: string | null, kind: ResourceKind, spec: unknown): Promise<void> {
+        if (!tenantId) {
+            return;
+        }
+        const missing: Array<{ path: string; target: string; id: string }> = [];
         for (const [field, targetName] of Object.entries(kind.references ?? {})) {
-            const value = valueAt(spec, field);
-            if (typeof value !== 'string' || !tenantId || !this.kinds.has(targetName)) {
+            if (!this.kinds.has(targetName)) {
                 continue;
             }
             const target = this.kind(targetName);
-            if (!(await this.store(target).get({ db, trx, tenantId, kind: target }, value))) {
-                throw new ValidationError(`${field} names ${targetName} ${value}, which does not exist`, [{ path: field, message: `MISSING_RESOURCE_REFERENCE: no ${targetName} ${value}` }]);
+            for (const { path, value } of valuesAt(spec, field)) {
+                if (typeof value === 'string' && !(await this.store(target).get({ db, trx, tenantId, kind: target }, value))) {
+                    missing.push({ path, target: targetName, id: value });
+                }
             }
+        }
+        if (missing.length) {
+            const message = missing.map((m) => `${m.path} names ${m.target} ${m.id}, which does not exist`).join('; ');
+            throw new ValidationError(message, missing.map((m) => ({ path: m.path, message: `MISSING_RESOURCE_REFERENCE: no ${m.target} ${m.id}` })));
         }
     }
 
@@ -361,7 +367,7 @@ export class Registry {
             }
             const all = await this.store(kind).list({ db, trx, tenantId, kind });
             for (const resource of all) {
-                if (fields.some((f) => valueAt(resource.spec, f) === id)) {
+                if (fields.some((f) => valuesAt(resource.spec, f).some((found) => found.value === id))) {
                     found.push(`${kind.kind} ${this.idOf(kind, resource.spec)}`);
                 }
             }

@@ -1082,6 +1082,11 @@ for (const dialect of DIALECTS) {
             expect((await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('wallets') })).status).to.equal(400);
             expect((await api(admins.acme!, 'POST', '/api/verifier/config', { id: 'named-list', dcql_query: query('acme') })).status).to.equal(201);
             expect((await api(admins.acme!, 'PATCH', '/api/verifier/config/named-list', { dcql_query: query('no-such-list') })).status).to.equal(400);
+            // A named trust list cannot be deleted while the configuration names it.
+            const inUse = await api(admins.acme!, 'DELETE', '/api/trust-lists/acme');
+            expect(inUse.status).to.equal(409);
+            expect(inUse.body.message).to.contain('PresentationConfig named-list');
+            expect((await api(admins.acme!, 'GET', '/api/trust-lists/acme')).status).to.equal(200);
         });
 
         it('PATCH with flat registrationCert* fields replaces a stored registration_cert (spec 2.1); registration_cert sent beside them wins', async () => {

@@ -581,7 +581,7 @@ describe('PresentationConfig', () => {
     it('declares kind, file, references, dependencies and location', () => {
         expect(presentationConfigKind).to.contain({ kind: 'PresentationConfig', file: 'PresentationConfigFile', version: 3, location: { dir: 'presentation' } });
         expect(Object.keys(presentationConfigKind.upgrades!)).to.equal(['1', '2']);
-        expect(presentationConfigKind.references).to.equal({ webhookEndpointId: 'WebhookEndpoint', accessKeyChainId: 'KeyChain' });
+        expect(presentationConfigKind.references).to.equal({ webhookEndpointId: 'WebhookEndpoint', accessKeyChainId: 'KeyChain', 'dcql_query.credentials.*.trusted_authorities.*.values.*.trustListId': 'TrustList' });
         expect(presentationConfigKind.dependsOn).to.equal(['Tenant', 'KeyChain', 'WebhookEndpoint', 'TrustList']);
         const order = registry.ordered().map((k) => k.kind);
         for (const dep of presentationConfigKind.dependsOn!) {

@@ -1,8 +1,8 @@
 import type { Logger } from '../../lib/logging';
 import { KmsUnavailableError } from '../../lib/kms/types';
-import { OutboundBlockedError, type OutboundPolicy, type Resolver } from '../../lib/outbound';
+import { OutboundBlockedError, type OutboundPolicy, type OutboundResponse, type Resolver } from '../../lib/outbound';
 import type { HttpKmsOAuth2Auth } from './provider';
-import { exchange, parseJsonObject, pathOf, singleUseEndpoint, TransportError, type Endpoint, type RawResponse } from './transport';
+import { exchange, parseJsonObject, pathOf, singleUseEndpoint, TransportError, type Endpoint } from './transport';
 
 /* The access token of the http KMS provider's oauth2-client-credentials auth (RFC 6749 4.4). */
 
@@ -51,7 +51,7 @@ export class TokenSource {
         }
         // RFC 6749 2.3.1: id and secret are form-encoded before the Basic encoding.
         const basic = Buffer.from(`${formEncode(this.auth.clientId)}:${formEncode(this.auth.clientSecret)}`).toString('base64');
-        let res: RawResponse;
+        let res: OutboundResponse;
         try {
             res = await exchange(this.endpoint, 'POST', pathOf(this.endpoint.url),
                 { accept: 'application/json', authorization: `Basic ${basic}` },

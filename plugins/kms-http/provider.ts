@@ -3,7 +3,7 @@ import Path from 'node:path';
 import Tls from 'node:tls';
 import Joi from 'joi';
 import type { JWK } from 'jose';
-import { OutboundBlockedError, type OutboundPolicy } from '../../lib/outbound';
+import { OutboundBlockedError, type OutboundPolicy, type OutboundResponse } from '../../lib/outbound';
 import {
     KmsUnavailableError,
     type KeyAlgorithm,
@@ -14,7 +14,7 @@ import {
 } from '../../lib/kms/types';
 import { privateEcP256Jwk, toEcP256PublicJwk } from './jwk';
 import { TokenSource } from './oauth2-token';
-import { exchange, keptAliveEndpoint, parseJsonObject, TransportError, type Endpoint, type HttpKmsTransport, type RawResponse, type TlsMaterial } from './transport';
+import { exchange, keptAliveEndpoint, parseJsonObject, TransportError, type Endpoint, type HttpKmsTransport, type TlsMaterial } from './transport';
 
 export interface HttpKmsOAuth2Auth {
     type: 'oauth2-client-credentials';
@@ -275,7 +275,7 @@ export class HttpKeyStore implements KeyStore {
     }
 
     /** Sends one request with auth; availability failures become KmsUnavailableError, a refused token one refetch. */
-    private async call(op: string, method: string, path: string, payload?: unknown): Promise<RawResponse> {
+    private async call(op: string, method: 'GET' | 'POST' | 'DELETE', path: string, payload?: unknown): Promise<OutboundResponse> {
         const body = payload === undefined ? undefined : { contentType: 'application/json', data: Buffer.from(JSON.stringify(payload)) };
         for (let attempt = 0; ; attempt++) {
             const headers: Record<string, string> = { accept: 'application/json', ...this.staticHeaders };
@@ -283,7 +283,7 @@ export class HttpKeyStore implements KeyStore {
             if (token) {
                 headers.authorization = `Bearer ${token}`;
             }
-            let res: RawResponse;
+            let res: OutboundResponse;
             try {
                 res = await exchange(this.endpoint, method, `${this.basePath}${path}`, headers, body, this.timeoutMs);
             } catch (err) {
@@ -308,7 +308,7 @@ export class HttpKeyStore implements KeyStore {
         }
     }
 
-    private expectStatus(op: string, res: RawResponse, ok: number[]): void {
+    private expectStatus(op: string, res: OutboundResponse, ok: number[]): void {
         if (ok.includes(res.status)) {
             return;
         }
@@ -319,7 +319,7 @@ export class HttpKeyStore implements KeyStore {
         throw this.invalid(op, `unexpected HTTP ${res.status}`);
     }
 
-    private expectOk(op: string, res: RawResponse, ok: number[]): Record<string, unknown> {
+    private expectOk(op: string, res: OutboundResponse, ok: number[]): Record<string, unknown> {
         this.expectStatus(op, res, ok);
         const body = parseJsonObject(res.body);
         if (!body) {

@@ -1,19 +1,15 @@
 import Http from 'node:http';
 import Https from 'node:https';
-import { guardAgent, OutboundBlockedError, OutboundRequestError, type OutboundPolicy, type Resolver } from '../../lib/outbound';
+import { guardAgent, outboundRequest, OutboundRequestError, type OutboundPolicy, type OutboundRequest, type OutboundResponse, type Resolver } from '../../lib/outbound';
 
 /*
- * How the http KMS provider talks HTTP: kept-alive connections (with the mTLS client certificate) that each go
- * through the outbound guard, one deadline per exchange, a capped answer, and network failures named without secrets.
+ * How the http KMS provider talks HTTP: through the shared outbound client, over kept-alive connections (with the
+ * mTLS client certificate) that each go through the outbound guard, with one deadline per exchange, a capped answer,
+ * and failures named without secrets.
  */
 
 /** A KMS answer is a few hundred bytes; a cap keeps a misbehaving server from filling memory. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
-
-export interface RawResponse {
-    status: number;
-    body: Buffer;
-}
 
 interface RequestBody {
     contentType: string;
@@ -22,6 +18,8 @@ interface RequestBody {
 
 export interface Endpoint {
     url: URL;
+    /** Applied by the agent's guard at each new connection. */
+    policy: OutboundPolicy;
     /** Every new connection resolves the host once through the outbound guard and connects to that address. */
     agent: Http.Agent;
 }
@@ -39,7 +37,7 @@ export interface TlsMaterial {
 }
 
 const endpoint = (url: URL, agent: Http.Agent, policy: OutboundPolicy, resolver?: Resolver): Endpoint =>
-    ({ url, agent: guardAgent(agent, policy, url.href, resolver) });
+    ({ url, policy, agent: guardAgent(agent, policy, url.href, resolver) });
 
 /** The KMS itself: connections kept alive between operations, presenting the mTLS client certificate if any. */
 export const keptAliveEndpoint = (url: URL, policy: OutboundPolicy, { tls, resolver }: HttpKmsTransport): Endpoint => {
@@ -53,11 +51,8 @@ export const keptAliveEndpoint = (url: URL, policy: OutboundPolicy, { tls, resol
 export const singleUseEndpoint = (url: URL, policy: OutboundPolicy, resolver?: Resolver): Endpoint =>
     endpoint(url, new (url.protocol === 'https:' ? Https : Http).Agent({ keepAlive: false }), policy, resolver);
 
-/** The KMS could not be reached or did not answer in time; `reason` is safe to show. */
+/** The KMS could not be reached or did not answer in time; the message is safe to show. */
 export class TransportError extends Error {}
-
-/** The KMS answered something we will not read (too large); not an availability problem. */
-class OversizedResponseError extends Error {}
 
 const describeNetworkError = (err: unknown): string => {
     const code = (err as NodeJS.ErrnoException | undefined)?.code;
@@ -74,77 +69,36 @@ const describeNetworkError = (err: unknown): string => {
 };
 
 /**
- * One HTTP exchange with one deadline covering connect, TLS, request and the whole answer. node:http rather than
- * fetch: Node's bundled fetch cannot present a client certificate without a separately installed undici, and one
- * transport for every auth type keeps the error mapping in one place.
+ * One HTTP exchange through the shared outbound client over the endpoint's guarded agent, with one deadline covering
+ * connect, TLS, request and the whole answer. `path` (with its query) is taken on the endpoint's origin. Throws a
+ * TransportError when the KMS cannot be reached or does not answer in time, the OutboundBlockedError when the policy
+ * refuses the address, and another Error for an answer that will not be read (too large, a redirect).
  */
-export const exchange = (endpoint: Endpoint, method: string, path: string, headers: Record<string, string>,
-    body: RequestBody | undefined, timeoutMs: number): Promise<RawResponse> => {
+export const exchange = async (endpoint: Endpoint, method: NonNullable<OutboundRequest['method']>, path: string,
+    headers: Record<string, string>, body: RequestBody | undefined, timeoutMs: number): Promise<OutboundResponse> => {
 
-    const attempt = (mayRetry: boolean): Promise<RawResponse> => new Promise((resolve, reject) => {
-        const { url, agent } = endpoint;
-        const signal = AbortSignal.timeout(timeoutMs);
-        let settled = false;
-        let answered = false;
-        const settle = () => {
-            settled = true;
-            signal.removeEventListener('abort', onAbort);
-        };
-        const fail = (err: Error) => {
-            if (!settled) {
-                settle();
-                req.destroy();
-                reject(err);
-            }
-        };
-        const onAbort = () => fail(new TransportError(`no answer within ${timeoutMs} ms`));
-        const req = (url.protocol === 'https:' ? Https : Http).request({
-            protocol: url.protocol,
-            // URL keeps IPv6 literals in brackets; the socket layer wants them bare.
-            hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-            port: url.port || undefined,
+    try {
+        return await outboundRequest(endpoint.policy, `${endpoint.url.origin}${path}`, {
             method,
-            path,
-            agent,
-            headers: body ? { ...headers, 'content-type': body.contentType, 'content-length': String(body.data.length) } : headers
+            headers: body ? { ...headers, 'content-type': body.contentType } : headers,
+            body: body?.data,
+            timeoutMs,
+            maxResponseBytes: MAX_RESPONSE_BYTES,
+            agent: endpoint.agent
         });
-        signal.addEventListener('abort', onAbort);
-        req.on('error', (err: NodeJS.ErrnoException) => {
-            // A kept-alive socket that the server closed while idle fails before any answer; Node's documented
-            // remedy is one retry on a fresh socket.
-            if (mayRetry && !settled && !answered && req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) {
-                settle();
-                attempt(false).then(resolve, reject);
-                return;
-            }
+    } catch (err) {
+        if (!(err instanceof OutboundRequestError)) {
+            throw err;
+        }
+        switch (err.failure) {
+            case 'timeout': throw new TransportError(`no answer within ${timeoutMs} ms`);
             // The guard's resolution failures carry the resolver's error as their cause.
-            fail(err instanceof OutboundBlockedError ? err : new TransportError(describeNetworkError(err instanceof OutboundRequestError ? err.cause : err)));
-        });
-        req.on('response', (res) => {
-            answered = true;
-            const chunks: Buffer[] = [];
-            let size = 0;
-            res.on('data', (chunk: Buffer) => {
-                size += chunk.length;
-                if (size > MAX_RESPONSE_BYTES) {
-                    fail(new OversizedResponseError(`answer larger than ${MAX_RESPONSE_BYTES} bytes`));
-                } else {
-                    chunks.push(chunk);
-                }
-            });
-            res.on('end', () => {
-                if (!settled) {
-                    settle();
-                    resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) });
-                }
-            });
-            res.on('aborted', () => fail(new TransportError('connection closed during the answer')));
-            res.on('error', (err) => fail(new TransportError(describeNetworkError(err))));
-        });
-        req.end(body?.data);
-    });
-
-    return attempt(true);
+            case 'unreachable': throw new TransportError(describeNetworkError(err.cause));
+            case 'too-large': throw new Error(`answer larger than ${MAX_RESPONSE_BYTES} bytes`);
+            // A redirect or a request Node refuses: the message names at most the scheme, host and port.
+            default: throw err;
+        }
+    }
 };
 
 export const pathOf = (url: URL): string => `${url.pathname}${url.search}`;

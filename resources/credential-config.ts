@@ -2,6 +2,7 @@ import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
 import { ValidationError } from '../lib/errors';
 import { tableResourceStore } from '../lib/registry/resource-store';
+import { errorsArray, resourceId, stateAt } from './shared/custom-rules';
 import { notAvailableYet } from './shared/not-available';
 import { publicJwkOnly } from './shared/public-jwk';
 import type { KeyChain } from './key-chain';
@@ -220,8 +221,6 @@ export interface CredentialConfig {
     embeddedDisclosurePolicy?: EmbeddedDisclosurePolicy | null;
 }
 
-const resourceId = (name: string) => Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, name)
-    .description('Letters, digits, _ . and -, up to 128 characters');
 const text = Joi.string().max(2000);
 const httpUrl = Joi.string().uri({ scheme: ['http', 'https'] }).max(2048);
 
@@ -331,14 +330,6 @@ export const claimFieldSchema: Joi.ObjectSchema<ClaimField> = Joi.object<ClaimFi
 const MDOC_PATH = 'credentialConfig.mdocPath';
 const MDOC_NAMESPACE = 'credentialConfig.mdocNamespace';
 const MDOC_DUPLICATE = 'credentialConfig.mdocDuplicate';
-
-/** Joi's typings mark the state's path and localize() optional; at validation time they are always there. */
-const stateAt = (helpers: Joi.CustomHelpers, ...segments: Array<string | number>): Joi.State =>
-    helpers.state.localize!([...helpers.state.path ?? [], ...segments]);
-
-/** Several reports from one custom rule; joi supports it at runtime, its typings do not say so. */
-const errorsArray = (helpers: Joi.CustomHelpers): Joi.ErrorReport[] =>
-    (helpers as unknown as { errorsArray(): Joi.ErrorReport[] }).errorsArray();
 
 /**
  * mso_mdoc top-level fields name a data element: `[namespace, element]`, or `[element]` in the field's namespace,

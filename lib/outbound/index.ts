@@ -34,11 +34,20 @@ export class OutboundBlockedError extends Error {
     }
 }
 
+/**
+ * What went wrong, for callers that answer differently to each (the http KMS provider reports an unreachable or slow
+ * KMS as unavailable, and an oversized answer or a redirect as an invalid answer).
+ */
+export type OutboundFailure = 'unreachable' | 'timeout' | 'too-large' | 'redirect' | 'invalid';
+
 /** Resolution or connection failure, timeout, oversized body, redirect or an unreadable response. */
 export class OutboundRequestError extends Error {
-    constructor(message: string, options?: { cause?: unknown }) {
+    readonly failure: OutboundFailure;
+
+    constructor(message: string, options?: { cause?: unknown; failure?: OutboundFailure }) {
         super(message, options);
         this.name = 'OutboundRequestError';
+        this.failure = options?.failure ?? 'invalid';
     }
 }
 
@@ -60,6 +69,12 @@ export interface OutboundRequest {
     /** Whole request: DNS resolution, connect, TLS, and reading the full response. */
     timeoutMs?: number;
     maxResponseBytes?: number;
+    /**
+     * A caller's agent made by guardAgent for this URL's origin, for connections kept alive between requests or
+     * presenting a client certificate. The guard checks the URL at each new connection, so the request is not
+     * checked again; a kept-alive connection that the server closed while idle is retried once on a fresh one.
+     */
+    agent?: Http.Agent;
 }
 
 export type Resolver = (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
@@ -130,18 +145,21 @@ const errorCode = (err: unknown): string => {
     return typeof code === 'string' ? code : typeof message === 'string' ? message : 'unknown error';
 };
 
+const parseUrl = (url: string): URL => {
+    try {
+        return new URL(url);
+    }
+    catch {
+        throw new OutboundBlockedError(undefined, 'invalid URL');
+    }
+};
+
 /**
  * Applies the policy to a URL and resolves its host once. The returned address is the one to connect to: resolving
  * again later could give another answer.
  */
 export const checkUrl = async (policy: OutboundPolicy, url: string, resolver: Resolver = defaultResolver): Promise<CheckedUrl> => {
-    let parsed: URL;
-    try {
-        parsed = new URL(url);
-    }
-    catch {
-        throw new OutboundBlockedError(undefined, 'invalid URL');
-    }
+    const parsed = parseUrl(url);
 
     if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
         throw new OutboundBlockedError(undefined, `scheme ${parsed.protocol} is not allowed (only https, or http when OUTBOUND_URL_ALLOW_HTTP is set)`);
@@ -175,11 +193,11 @@ export const checkUrl = async (policy: OutboundPolicy, url: string, resolver: Re
             answers = await resolver(host);
         }
         catch (err) {
-            throw new OutboundRequestError(`${describe(parsed)}: could not resolve ${host} (${errorCode(err)})`, { cause: err });
+            throw new OutboundRequestError(`${describe(parsed)}: could not resolve ${host} (${errorCode(err)})`, { cause: err, failure: 'unreachable' });
         }
 
         if (!Array.isArray(answers) || answers.length === 0) {
-            throw new OutboundRequestError(`${describe(parsed)}: ${host} resolved to no address`);
+            throw new OutboundRequestError(`${describe(parsed)}: ${host} resolved to no address`, { failure: 'unreachable' });
         }
     }
 
@@ -334,8 +352,10 @@ interface SendOptions {
     maxResponseBytes: number;
 }
 
-const send = (target: CheckedUrl, options: SendOptions): Promise<OutboundResponse> => new Promise((resolve, reject) => {
-    const { url } = target;
+/** Where a request connects: the address checkUrl approved, or a guarded agent that checks each new connection. */
+type Connection = { address: string; family: 4 | 6 } | { agent: Http.Agent };
+
+const send = (url: URL, connection: Connection, options: SendOptions): Promise<OutboundResponse> => new Promise((resolve, reject) => {
     const where = describe(url);
     const host = bareHost(url.hostname);
     const https = url.protocol === 'https:';
@@ -352,14 +372,14 @@ const send = (target: CheckedUrl, options: SendOptions): Promise<OutboundRespons
         outcome();
     };
 
-    const fail = (err: OutboundRequestError): void => finish(() => {
+    const fail = (err: OutboundRequestError | OutboundBlockedError): void => finish(() => {
         req?.destroy();
         reject(err);
     });
 
     // One timer for the whole exchange: socket timeouts only see idle gaps, so a server trickling bytes would
     // otherwise hold the caller (and the wallet waiting on a webhook) indefinitely.
-    const timer = setTimeout(() => fail(new OutboundRequestError(`${where}: timed out after ${options.timeoutMs} ms`)), options.remainingMs);
+    const timer = setTimeout(() => fail(new OutboundRequestError(`${where}: timed out after ${options.timeoutMs} ms`, { failure: 'timeout' })), options.remainingMs);
 
     const requestOptions: Https.RequestOptions = {
         protocol: url.protocol,
@@ -368,59 +388,79 @@ const send = (target: CheckedUrl, options: SendOptions): Promise<OutboundRespons
         path: `${url.pathname}${url.search}`,
         method: options.method,
         headers: options.headers,
-        // A fresh agent per request: a pooled socket might be connected to an address checked for another request.
-        agent: false,
-        lookup: pinnedLookup(target.address, target.family),
-        // TLS must verify the certificate against the name, not against the pinned address.
-        ...(https && Net.isIP(host) === 0 ? { servername: host } : {})
+        ...('agent' in connection ? { agent: connection.agent } : {
+            // A fresh agent per request: a pooled socket might be connected to an address checked for another request.
+            agent: false,
+            lookup: pinnedLookup(connection.address, connection.family),
+            // TLS must verify the certificate against the name, not against the pinned address.
+            ...(https && Net.isIP(host) === 0 ? { servername: host } : {})
+        })
     };
 
-    try {
-        req = (https ? Https : Http).request(requestOptions);
-    }
-    catch (err) {
-        // Invalid header names or values throw here; Node's message names the header, never its value.
-        fail(new OutboundRequestError(`${where}: invalid request (${errorCode(err)})`, { cause: err }));
-        return;
-    }
-
-    req.on('error', (err) => fail(new OutboundRequestError(`${where}: request failed (${errorCode(err)})`, { cause: err })));
-    req.on('response', (res) => {
-        const status = res.statusCode ?? 0;
-        // 304 only answers a conditional request the caller made on purpose; it redirects nowhere.
-        if (status >= 300 && status < 400 && status !== 304) {
-            res.resume();
-            fail(new OutboundRequestError(`${where}: redirects are not followed (status ${status})`));
+    const start = (mayRetry: boolean): void => {
+        let request: Http.ClientRequest;
+        try {
+            request = req = (https ? Https : Http).request(requestOptions);
+        }
+        catch (err) {
+            // Invalid header names or values throw here; Node's message names the header, never its value.
+            fail(new OutboundRequestError(`${where}: invalid request (${errorCode(err)})`, { cause: err }));
             return;
         }
 
-        const declared = Number(res.headers['content-length']);
-        if (Number.isFinite(declared) && declared > options.maxResponseBytes) {
-            fail(new OutboundRequestError(`${where}: response exceeds ${options.maxResponseBytes} bytes`));
-            return;
-        }
-
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > options.maxResponseBytes) {
-                fail(new OutboundRequestError(`${where}: response exceeds ${options.maxResponseBytes} bytes`));
+        let answered = false;
+        request.on('error', (err: NodeJS.ErrnoException) => {
+            // A kept-alive socket that the server closed while idle fails before any answer; Node's documented remedy
+            // is one retry on a fresh socket.
+            if (mayRetry && !settled && !answered && request.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) {
+                start(false);
                 return;
             }
 
-            chunks.push(chunk);
+            // A guarded agent's refusal or failed resolution is already the error to report.
+            fail(err instanceof OutboundBlockedError || err instanceof OutboundRequestError ? err
+                : new OutboundRequestError(`${where}: request failed (${errorCode(err)})`, { cause: err, failure: 'unreachable' }));
         });
-        res.on('error', (err) => fail(new OutboundRequestError(`${where}: response failed (${errorCode(err)})`, { cause: err })));
-        res.on('close', () => {
-            if (!res.complete) {
-                fail(new OutboundRequestError(`${where}: connection closed before the response was complete`));
+        request.on('response', (res) => {
+            answered = true;
+            const status = res.statusCode ?? 0;
+            // 304 only answers a conditional request the caller made on purpose; it redirects nowhere.
+            if (status >= 300 && status < 400 && status !== 304) {
+                res.resume();
+                fail(new OutboundRequestError(`${where}: redirects are not followed (status ${status})`, { failure: 'redirect' }));
+                return;
             }
-        });
-        res.on('end', () => finish(() => resolve(makeResponse(status, res.headers, Buffer.concat(chunks, size), where))));
-    });
 
-    req.end(options.body);
+            const declared = Number(res.headers['content-length']);
+            if (Number.isFinite(declared) && declared > options.maxResponseBytes) {
+                fail(new OutboundRequestError(`${where}: response exceeds ${options.maxResponseBytes} bytes`, { failure: 'too-large' }));
+                return;
+            }
+
+            const chunks: Buffer[] = [];
+            let size = 0;
+            res.on('data', (chunk: Buffer) => {
+                size += chunk.length;
+                if (size > options.maxResponseBytes) {
+                    fail(new OutboundRequestError(`${where}: response exceeds ${options.maxResponseBytes} bytes`, { failure: 'too-large' }));
+                    return;
+                }
+
+                chunks.push(chunk);
+            });
+            res.on('error', (err) => fail(new OutboundRequestError(`${where}: response failed (${errorCode(err)})`, { cause: err, failure: 'unreachable' })));
+            res.on('close', () => {
+                if (!res.complete) {
+                    fail(new OutboundRequestError(`${where}: connection closed before the response was complete`, { failure: 'unreachable' }));
+                }
+            });
+            res.on('end', () => finish(() => resolve(makeResponse(status, res.headers, Buffer.concat(chunks, size), where))));
+        });
+
+        request.end(options.body);
+    };
+
+    start('agent' in connection);
 });
 
 /** Sends one request through the outbound policy. Non-2xx statuses are returned; 3xx redirects are errors. */
@@ -450,19 +490,20 @@ export const outboundRequest = async (
             }
             catch { /* an invalid URL is reported by checkUrl instead */ }
 
-            reject(new OutboundRequestError(`${where}: timed out after ${timeoutMs} ms`));
+            reject(new OutboundRequestError(`${where}: timed out after ${timeoutMs} ms`, { failure: 'timeout' }));
         }, timeoutMs);
     });
 
-    let target: CheckedUrl;
+    let target: { url: URL; connection: Connection };
     try {
-        target = await Promise.race([checkUrl(policy, url, options.resolver), deadline]);
+        target = request.agent ? { url: parseUrl(url), connection: { agent: request.agent } } : await Promise.race([checkUrl(policy, url, options.resolver), deadline])
+            .then(({ url: checked, address, family }) => ({ url: checked, connection: { address, family } }));
     }
     finally {
         clearTimeout(timer);
     }
 
-    return send(target, {
+    return send(target.url, target.connection, {
         method: request.method ?? (body === undefined ? 'GET' : 'POST'),
         headers,
         body,

@@ -3,7 +3,7 @@ import Dns from 'node:dns';
 import Fs from 'node:fs';
 import Http from 'node:http';
 import Https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import Net, { type AddressInfo } from 'node:net';
 import Os from 'node:os';
 import Path from 'node:path';
 import { expect } from '@hapi/code';
@@ -11,9 +11,11 @@ import * as Lab from '@hapi/lab';
 import { classifyAddress, isPublicAddress, type AddressClass } from '../../lib/outbound/addresses';
 import {
     checkUrl,
+    guardAgent,
     outboundRequest,
     OutboundBlockedError,
     OutboundRequestError,
+    type OutboundFailure,
     type OutboundPolicy,
     type Resolver
 } from '../../lib/outbound';
@@ -556,6 +558,109 @@ describe('outbound requests', () => {
         for (const err of [refused, blocked, userinfo, header]) {
             expect(err.message).to.not.contain('secret');
             expect(err.message).to.not.contain('token');
+        }
+    });
+});
+
+describe('outbound requests over a guarded agent', () => {
+    let server: Local;
+    before(async () => {
+        server = await listen((req, res) => {
+            switch (new URL(req.url!, 'http://x').pathname) {
+                case '/redirect':
+                    res.writeHead(302, { location: 'http://127.0.0.1/elsewhere' });
+                    res.end();
+                    return;
+                case '/big':
+                    res.writeHead(200, { 'content-length': '2048' });
+                    res.end(Buffer.alloc(2048));
+                    return;
+                case '/hang':
+                    return; // never answers
+                default:
+                    ok(req, res);
+            }
+        });
+    });
+    after(() => server.close());
+
+    const named = (path: string) => `http://kms.example.test:${server.port}${path}`;
+
+    it('keeps connections alive, each checked once by the guard, and names each failure', async () => {
+        const resolver = fixed(['127.0.0.1']);
+        const agent = guardAgent(new Http.Agent({ keepAlive: true }), LOCAL, named('/'), resolver);
+        try {
+            for (const path of ['/a', '/b', '/c']) {
+                expect((await outboundRequest(LOCAL, named(path), { agent })).status).to.equal(200);
+            }
+
+            expect(resolver.calls).to.equal(['kms.example.test']);
+            expect(server.received.at(-1)!.headers.host).to.equal(`kms.example.test:${server.port}`);
+            const failures: Array<[string, OutboundFailure]> = [
+                ['/hang', 'timeout'],
+                ['/big', 'too-large'],
+                ['/redirect', 'redirect']
+            ];
+            for (const [path, failure] of failures) {
+                const err = await rejection(outboundRequest(LOCAL, named(path), { agent, timeoutMs: 200, maxResponseBytes: 1024 }));
+                expect(err, path).to.be.an.instanceof(OutboundRequestError);
+                expect((err as OutboundRequestError).failure, path).to.equal(failure);
+            }
+        }
+        finally {
+            agent.destroy();
+        }
+    });
+
+    it('reports the guard\'s refusal and failed resolution as they are, and sends nothing', async () => {
+        const before = server.received.length;
+        const refusing = guardAgent(new Http.Agent({ keepAlive: true }), STRICT, named('/'), fixed(['127.0.0.1']));
+        const missing: Resolver = () => Promise.reject(Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' }));
+        const nameless = guardAgent(new Http.Agent({ keepAlive: true }), LOCAL, named('/'), missing);
+        try {
+            expect(await rejection(outboundRequest(STRICT, named('/a'), { agent: refusing }))).to.be.an.instanceof(OutboundBlockedError);
+            const err = await rejection(outboundRequest(LOCAL, named('/a'), { agent: nameless }));
+            expect(err).to.be.an.instanceof(OutboundRequestError);
+            expect((err as OutboundRequestError).failure).to.equal('unreachable');
+            expect(((err as OutboundRequestError).cause as NodeJS.ErrnoException).code).to.equal('ENOTFOUND');
+            expect(server.received).to.have.length(before);
+        }
+        finally {
+            refusing.destroy();
+            nameless.destroy();
+        }
+    });
+
+    it('retries once on a fresh connection when a kept-alive one was closed while idle', async () => {
+        // Answers the first request of each connection and resets the connection at its second one.
+        let connections = 0;
+        const raw = Net.createServer((socket) => {
+            connections++;
+            let requests = 0;
+            socket.on('data', (chunk: Buffer) => {
+                if (!chunk.includes('\r\n\r\n')) {
+                    return;
+                }
+
+                if (++requests === 1) {
+                    socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok');
+                }
+                else {
+                    socket.resetAndDestroy();
+                }
+            });
+        });
+        await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+        const url = `http://127.0.0.1:${(raw.address() as AddressInfo).port}/`;
+        const agent = guardAgent(new Http.Agent({ keepAlive: true }), LOCAL, url);
+        try {
+            expect((await outboundRequest(LOCAL, url, { agent })).text()).to.equal('ok');
+            expect((await outboundRequest(LOCAL, url, { agent })).text()).to.equal('ok');
+            expect(connections).to.equal(2);
+        }
+        finally {
+            agent.destroy();
+            await new Promise<void>((resolve) => raw.close(() => resolve()));
         }
     });
 });

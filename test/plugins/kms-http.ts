@@ -9,7 +9,8 @@ import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
 import Pino from 'pino';
 import { KmsUnavailableError, type KeyStore, type KmsOpenContext, type PublicJwk } from '../../lib/kms/types';
-import { HttpKeyStore, httpKmsProvider, toEcP256PublicJwk, verifyEs256, type HttpKmsOptions } from '../../plugins/kms-http/provider';
+import { HttpKeyStore, httpKmsProvider, type HttpKmsOptions } from '../../plugins/kms-http/provider';
+import { toEcP256PublicJwk, verifyEs256 } from '../../plugins/kms-http/jwk';
 import type { Resolver } from '../../lib/outbound';
 import { KmsServer, type KmsServerAuth } from '../fixtures/kms-server';
 

@@ -3,14 +3,9 @@ import * as Lab from '@hapi/lab';
 import { expect } from '@hapi/code';
 import * as X509 from '@peculiar/x509';
 import type { ErrorDetail } from '../../lib/errors';
-import {
-    checkTransactionDataCredentialIds,
-    presentationConfigKind,
-    TS12_TRANSACTION_TYPES,
-    withTenantUrl,
-    type PresentationConfig,
-    type PresentationConfigInput
-} from '../../resources/presentation-config';
+import { presentationConfigKind, withTenantUrl, type PresentationConfig, type PresentationConfigInput } from '../../resources/presentation-config';
+import { checkTransactionDataCredentialIds } from '../../resources/presentation/transaction-data';
+import { TS12_TRANSACTION_TYPES } from '../../resources/presentation/ts12';
 import { trustListKind, type TrustList } from '../../resources/trust-list';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 import { validationRegistry, variant } from '../helpers/kind-validation';

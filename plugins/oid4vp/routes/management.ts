@@ -4,7 +4,8 @@ import Joi from 'joi';
 import { assertConfigsAllowed } from '../../../lib/auth/allowed-configs';
 import { tenantContext } from '../../../lib/auth/context';
 import { resourceRoutes } from '../../../lib/http/resource-routes';
-import { presentationConfigKind, REGISTRATION_CERT_FLAT_FIELDS } from '../../../resources/presentation-config';
+import { presentationConfigKind } from '../../../resources/presentation-config';
+import { REGISTRATION_CERT_FLAT_FIELDS } from '../../../resources/presentation/registration-cert';
 import { trustListKind } from '../../../resources/trust-list';
 import { presentationRequestSchema, type PresentationRequest, type PresentationRequests } from '../services/requests';
 

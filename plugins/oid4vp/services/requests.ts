@@ -12,7 +12,8 @@ import type { Session, SessionService } from '../../../lib/sessions/session-serv
 import type { WebhookTarget } from '../../../lib/webhooks';
 import type { KeyChain } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { checkTransactionDataCredentialIds, skewSecondsSchema, transactionDataEntrySchema, withTenantUrl, type PresentationConfig, type TransactionData } from '../../../resources/presentation-config';
+import { skewSecondsSchema, withTenantUrl, type PresentationConfig } from '../../../resources/presentation-config';
+import { checkTransactionDataCredentialIds, transactionDataEntrySchema, type TransactionData } from '../../../resources/presentation/transaction-data';
 import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
 

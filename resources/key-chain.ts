@@ -1,5 +1,5 @@
 import Joi from 'joi';
-import type { ResourceKind, ResourceStore, StoreScope } from '../lib/registry/kind';
+import { kindRef, type ResourceKind, type ResourceStore, type StoreScope } from '../lib/registry/kind';
 import { tableResourceStore } from '../lib/registry/resource-store';
 
 export const KEY_CHAIN_USAGES = ['access', 'attestation', 'statusList', 'trustList'] as const;
@@ -105,8 +105,11 @@ const keyChainStore = (material: KeyChainMaterial): ResourceStore<KeyChain> => (
     }
 });
 
-export const keyChainKind = (material: KeyChainMaterial): ResourceKind<KeyChain> => ({
-    kind: 'KeyChain',
+/** Names the KeyChain kind in registry calls; its definition is made by the kms plugin (it needs the key material). */
+export const keyChainKind = kindRef<KeyChain>('KeyChain');
+
+export const defineKeyChainKind = (material: KeyChainMaterial): ResourceKind<KeyChain> => ({
+    kind: keyChainKind.kind,
     file: 'KeyChainConfigFile',
     version: 1,
     schema: keyChainSchema,

@@ -3,7 +3,7 @@ import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { NotFoundError, OAuthError } from '../../../lib/errors';
 import { tenantIdSchema } from '../../../resources/tenant';
-import type { KeyChain } from '../../../resources/key-chain';
+import { keyChainKind } from '../../../resources/key-chain';
 import { systemContext, type Issuer } from '../issuer';
 import type { CredentialService } from '../services/credentials';
 import type { MetadataService } from '../services/metadata';
@@ -77,8 +77,8 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request) => {
                 const tenantId = request.params.tenant as string;
                 await known(tenantId);
-                const { registry, db, signing } = request.server;
-                const chains = await registry.list<KeyChain>(db, systemContext(tenantId), 'KeyChain');
+                const { registry, signing } = request.server;
+                const chains = await registry.list(systemContext(tenantId), keyChainKind);
                 return { keys: await Promise.all(chains.map((c) => signing.publicJwk(tenantId, c.spec.id))) };
             }
         },

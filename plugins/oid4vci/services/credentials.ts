@@ -1,7 +1,6 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { Config } from '../../../lib/config';
-import type { Database } from '../../../lib/db/database';
 import type { Session } from '../../../lib/sessions/session-service';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import { DomainError, OAuthError } from '../../../lib/errors';
@@ -10,7 +9,7 @@ import { outboundRequest } from '../../../lib/outbound';
 import type { Registry } from '../../../lib/registry/registry';
 import type { SessionService } from '../../../lib/sessions/session-service';
 import { sessionLog } from '../../../lib/session-log';
-import type { AttributeProvider } from '../../../resources/attribute-provider';
+import { attributeProviderKind } from '../../../resources/attribute-provider';
 import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
 import type { SigningService } from '../../kms/services/signing';
 import { completeClaims, flattenFields, type Path } from '../formats/claims';
@@ -46,7 +45,6 @@ export class CredentialService {
         singleUse: SingleUseStore;
         signing: SigningService;
         registry: Registry;
-        db: Database;
         log: Logger;
     }) {}
 
@@ -208,7 +206,7 @@ export class CredentialService {
     }
 
     private async fromProvider(session: Session, credential: CredentialConfig, providerId: string): Promise<Record<string, unknown>> {
-        const provider = await this.deps.registry.get<AttributeProvider>(this.deps.db, systemContext(session.tenantId), 'AttributeProvider', providerId);
+        const provider = await this.deps.registry.get(systemContext(session.tenantId), attributeProviderKind, providerId);
         if (!provider) {
             throw credentialError('credential_request_denied', `Attribute provider ${providerId} does not exist`);
         }

@@ -2,7 +2,6 @@ import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import Joi from 'joi';
 import type { Config } from '../../../lib/config';
-import type { Database } from '../../../lib/db/database';
 import { OAuthError, ValidationError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import { checkUrl, OutboundBlockedError } from '../../../lib/outbound';
@@ -10,10 +9,10 @@ import type { TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
 import type { Session, SessionService } from '../../../lib/sessions/session-service';
 import type { WebhookTarget } from '../../../lib/webhooks';
-import type { KeyChain } from '../../../resources/key-chain';
+import { keyChainKind } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { checkTransactionDataCredentialIds, skewSecondsSchema, transactionDataEntrySchema, withTenantUrl, type PresentationConfig, type TransactionData } from '../../../resources/presentation-config';
-import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
+import { presentationConfigKind, checkTransactionDataCredentialIds, skewSecondsSchema, transactionDataEntrySchema, withTenantUrl, type PresentationConfig, type TransactionData } from '../../../resources/presentation-config';
+import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
 
 export interface InlineWebhook extends WebhookTarget {
@@ -78,7 +77,7 @@ const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base
 export const REQUEST_OBJECT_TYP = 'oauth-authz-req+jwt';
 
 export class PresentationRequests {
-    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
+    constructor(private readonly deps: { config: Config; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
 
     private ctx(tenantId: string): TenantContext {
         return { tenantId, clientId: 'system:oid4vp', roles: [] };
@@ -89,7 +88,7 @@ export class PresentationRequests {
         if (config.accessKeyChainId) {
             return config.accessKeyChainId;
         }
-        const chains = await this.deps.registry.list<KeyChain>(this.deps.db, this.ctx(tenantId), 'KeyChain');
+        const chains = await this.deps.registry.list(this.ctx(tenantId), keyChainKind);
         const access = chains.find((c) => c.spec.usageType === 'access');
         if (!access) {
             throw new ValidationError(`Presentation configuration ${config.id} has no accessKeyChainId and the tenant has no access key chain`);
@@ -107,7 +106,7 @@ export class PresentationRequests {
         if (request.response_type !== 'uri') {
             throw new ValidationError(`response_type ${request.response_type} is not available yet`, [{ path: 'response_type', message: 'only uri is supported in this deployment' }]);
         }
-        const stored = await this.deps.registry.get<PresentationConfig>(this.deps.db, ctx, 'PresentationConfig', request.requestId);
+        const stored = await this.deps.registry.get(ctx, presentationConfigKind, request.requestId);
         if (!stored) {
             throw new ValidationError(`Unknown presentation configuration ${request.requestId}`, [{ path: 'requestId', message: 'does not exist' }]);
         }
@@ -183,7 +182,7 @@ export class PresentationRequests {
         if (!webhookEndpointId) {
             return undefined;
         }
-        const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, ctx, 'WebhookEndpoint', webhookEndpointId);
+        const endpoint = await this.deps.registry.get(ctx, webhookEndpointKind, webhookEndpointId);
         if (!endpoint) {
             this.deps.log.warn({ tenantId: ctx.tenantId, webhookEndpointId }, 'webhook endpoint of the presentation configuration does not exist; no presentation webhook will be sent');
             return undefined;

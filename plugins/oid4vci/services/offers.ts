@@ -67,6 +67,12 @@ export interface IssuanceData {
     events: Array<{ notificationId: string; event: string; description?: string; at: string }>;
 }
 
+declare module '../../../lib/sessions/session-service' {
+    interface SessionDataTypes {
+        issuance: IssuanceData;
+    }
+}
+
 const GENERATED_TX_CODE_LENGTH = 6;
 
 export class OfferService {
@@ -124,7 +130,7 @@ export class OfferService {
             offerId: request.byReference ? offerId : null,
             codeHash: sha256Hex(code),
             expiresAt,
-            data: data as unknown as Record<string, unknown>
+            data
         });
         const uri = request.byReference
             ? `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`${baseUrl}/vci/credential-offers/${offerId}`)}`

@@ -7,7 +7,7 @@ import type { Logger } from '../../../lib/logging';
 import { checkUrl, OutboundBlockedError } from '../../../lib/outbound';
 import type { TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
-import type { Session, SessionService } from '../../../lib/sessions/session-service';
+import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
 import type { WebhookTarget } from '../../../lib/webhooks';
 import { keyChainKind } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
@@ -70,6 +70,12 @@ export interface PresentationData {
     redirectUri?: string;
     walletNonceParam?: string;
     result?: { outcome: Record<string, unknown>; credentials?: Array<Record<string, unknown>>; rawTokens?: Record<string, unknown[]> };
+}
+
+declare module '../../../lib/sessions/session-service' {
+    interface SessionDataTypes {
+        presentation: PresentationData;
+    }
 }
 
 const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base64url');
@@ -153,7 +159,7 @@ export class PresentationRequests {
             reference: request.reference ?? null,
             walletNonce,
             expiresAt: new Date(Date.now() + (config.lifeTime ?? 300) * 1000).toISOString(),
-            data: data as unknown as Record<string, unknown>
+            data
         });
         const requestUri = `${this.deps.config.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
         const uri = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
@@ -191,8 +197,8 @@ export class PresentationRequests {
     }
 
     /** The signed request object (JAR); the first fetch moves the session from active to fetched. */
-    async requestObject(session: Session, walletNonceParam?: string): Promise<string> {
-        const data = session.data as unknown as PresentationData;
+    async requestObject(session: LiveSession<'presentation'>, walletNonceParam?: string): Promise<string> {
+        const { data } = session;
         if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
             throw new OAuthError(400, 'invalid_request', 'The presentation session has expired');
         }

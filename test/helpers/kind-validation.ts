@@ -12,7 +12,8 @@ const noMaterial: KeyChainMaterial = {
     create: () => Promise.reject(new Error('no key material in validation tests')),
     replace: () => Promise.reject(new Error('no key material in validation tests')),
     remove: () => Promise.reject(new Error('no key material in validation tests')),
-    holds: () => Promise.reject(new Error('no key material in validation tests'))
+    holds: () => Promise.reject(new Error('no key material in validation tests')),
+    exportKeySource: () => Promise.reject(new Error('no key material in validation tests'))
 };
 
 /**

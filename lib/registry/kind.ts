@@ -36,6 +36,8 @@ export interface StoreScope {
     /** null only for kinds that allow tenant-less resources (clients holding tenant:manage). */
     tenantId: string | null;
     kind: ResourceKind;
+    /** A resource of another kind of the same tenant, read in the same transaction (e.g. by a kind's check). */
+    get<T>(kind: KindRef<T>, id: string): Promise<StoredResource<T> | undefined>;
 }
 
 /** Where a kind's documents live; the default keeps them in the shared `resources` table. */

@@ -245,7 +245,18 @@ export class Registry {
         if (!tenantId && !kind.allowsTenantless && !kind.isTenant) {
             throw new NotFoundError(`${kind.kind} needs a tenant`);
         }
-        return { db: this.db, trx, tenantId: tenantId ?? null, kind };
+        return this.scopeIn(trx, tenantId ?? null, kind);
+    }
+
+    private scopeIn(trx: Knex, tenantId: string | null, kind: ResourceKind): StoreScope {
+        const scope: StoreScope = {
+            db: this.db,
+            trx,
+            tenantId,
+            kind,
+            get: (ref, id) => this.store(this.kind(ref)).get({ ...scope, kind: this.kind(ref) }, id)
+        };
+        return scope;
     }
 
     private store<T>(kind: ResourceKind<T>): ResourceStore<T> {
@@ -381,7 +392,7 @@ export class Registry {
             }
             const target = this.kinds.get(targetName)!;
             for (const { path, value } of valuesAt(spec, field)) {
-                if (typeof value === 'string' && !(await this.store(target).get({ db: this.db, trx, tenantId, kind: target }, value))) {
+                if (typeof value === 'string' && !(await this.store(target).get(this.scopeIn(trx, tenantId, target), value))) {
                     missing.push({ path, target: targetName, id: value });
                 }
             }
@@ -403,7 +414,7 @@ export class Registry {
             if (!fields.length) {
                 continue;
             }
-            const all = await this.store(kind).list({ db: this.db, trx, tenantId, kind });
+            const all = await this.store(kind).list(this.scopeIn(trx, tenantId, kind));
             for (const resource of all) {
                 if (fields.some((f) => valuesAt(resource.spec, f).some((found) => found.value === id))) {
                     found.push(`${kind.kind} ${this.idOf(kind, resource.spec)}`);
@@ -436,7 +447,7 @@ export class Registry {
         const placeholder = (path: string) => `\${${variableName(kind.kind, kind.singleton ? '' : id, path)}}`;
         const spec = structuredClone(resource.spec) as Record<string, unknown>;
         const requirements: ExportRequirement[] = [];
-        for (const { path } of (kind.secrets ?? []).flatMap((field) => valuesAt(spec, field))) {
+        for (const { path } of (kind.secrets ?? []).flatMap((field) => valuesAt(spec, field)).filter((found) => found.value !== null)) {
             setAt(spec, path, placeholder(path));
             requirements.push({ code: 'SECRET_REQUIRED', resource: resourceName, path, message: `${resourceName}: ${path} is a secret; set the variable or replace the placeholder`, placeholder: placeholder(path) });
         }

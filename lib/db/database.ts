@@ -106,9 +106,14 @@ export class Database {
         return trx && trx.client.config === this.knex.client.config ? trx : undefined;
     }
 
+    /** What a query goes through: the open transaction inside `transaction()`, else the connection pool. */
+    current(): Knex {
+        return this.ambient() ?? this.knex;
+    }
+
     /** Inside a transaction it asks through it (SQLite has one connection, held by the transaction). */
     isUp(): Promise<boolean> {
-        return ping(this.ambient() ?? this.knex);
+        return ping(this.current());
     }
 
     close(): Promise<void> {

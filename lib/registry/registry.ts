@@ -273,19 +273,15 @@ export class Registry {
     }
 
     /** Reads need no transaction of their own; inside one (see Database.transaction) they see its writes. */
-    private reader(): Knex {
-        return this.db.ambient() ?? this.db.knex;
-    }
-
     async get<T>(ctx: TenantContext, ref: KindRef<T>, id?: string): Promise<StoredResource<T> | undefined> {
         const kind = this.kind(ref);
         const key = kind.singleton ? kind.kind : id!;
-        return this.store(kind).get(this.scope(ctx, kind, this.reader(), key), key);
+        return this.store(kind).get(this.scope(ctx, kind, this.db.current(), key), key);
     }
 
     async list<T>(ctx: TenantContext, ref: KindRef<T>): Promise<Array<StoredResource<T>>> {
         const kind = this.kind(ref);
-        return this.store(kind).list(this.scope(ctx, kind, this.reader()));
+        return this.store(kind).list(this.scope(ctx, kind, this.db.current()));
     }
 
     /** The single write path for configuration state; inside a caller's transaction it joins it. */
@@ -452,7 +448,7 @@ export class Registry {
             requirements.push({ code: 'SECRET_REQUIRED', resource: resourceName, path, message: `${resourceName}: ${path} is a secret; set the variable or replace the placeholder`, placeholder: placeholder(path) });
         }
         if (kind.exportFields) {
-            const scope = this.scope(ctx, kind, this.reader(), id);
+            const scope = this.scope(ctx, kind, this.db.current(), id);
             const extra = await kind.exportFields(scope, id, resource.spec, placeholder);
             Object.assign(spec, extra.fields);
             requirements.push(...extra.requirements.map((r) => ({ ...r, resource: resourceName })));

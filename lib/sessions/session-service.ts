@@ -63,7 +63,7 @@ export class SessionService {
     constructor(private readonly db: Database) {}
 
     private table(): Knex.QueryBuilder {
-        return (this.db.ambient() ?? this.db.knex)('sessions');
+        return this.db.current()('sessions');
     }
 
     /** Called after every status change in this process (event streams and metrics listen). */

@@ -23,7 +23,7 @@ export type Session<K extends SessionType = SessionType> = K extends SessionType
  */
 export type LiveSession<K extends SessionType> = Session<K> & { data: SessionData<K> };
 
-export type SessionPatch = Partial<Omit<SessionColumns, 'id' | 'tenantId' | 'createdAt'>> & { status?: SessionStatus; data?: SessionData<SessionType> | null };
+export type SessionPatch = Partial<Omit<SessionColumns, 'id' | 'tenantId' | 'createdAt'>> & { data?: SessionData<SessionType> | null };
 
 export interface UpdateConditions {
     /** Only when the status is one of these. */

@@ -87,7 +87,7 @@ export class Database {
     /**
      * Runs fn in a transaction, or inside the surrounding one when called from within `transaction()` (so a tenant's
      * whole import is one transaction however many writes it makes). Transactions travel this one way: code called
-     * from fn finds the open transaction with `ambient()` and queries through it, also where it cannot be handed it
+     * from fn finds the open transaction with `current()` and queries through it, also where it cannot be handed it
      * (a KMS provider storing a key while a key chain is written); on SQLite's single connection, a query outside
      * the open transaction would wait for it forever.
      */

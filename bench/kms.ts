@@ -6,6 +6,9 @@ import { manifest } from '../manifests/default';
 import { KmsServer } from '../test/fixtures/kms-server';
 import { createSoftHsmToken } from '../test/helpers/softhsm';
 import { printTable } from './table';
+import { tenantKind } from '../resources/tenant';
+import { kmsConfigKind } from '../resources/kms-config';
+import { keyChainKind } from '../resources/key-chain';
 
 const DURATION_MS = 2000;
 
@@ -37,16 +40,16 @@ export const benchKms = async (): Promise<void> => {
     await server.initialize();
     try {
         const ctx = { clientId: 'bench', roles: [] };
-        await server.registry.write(server.db, ctx, 'Tenant', { id: 'bench', name: 'Bench' });
+        await server.registry.write(ctx, tenantKind, { id: 'bench', name: 'Bench' });
         const tenant = { ...ctx, tenantId: 'bench' };
-        await server.registry.write(server.db, tenant, 'KmsConfig', {
+        await server.registry.write(tenant, kmsConfigKind, {
             providers: [
                 { id: 'remote', type: 'http', baseUrl: kmsServer.origin },
                 { id: 'hsm', type: 'pkcs11', library: hsm.library, slot: hsm.label, pin: hsm.pin }
             ]
         });
         for (const provider of ['db', 'remote', 'hsm']) {
-            await server.registry.write(server.db, tenant, 'KeyChain', { id: provider, usageType: 'attestation', kmsProvider: provider });
+            await server.registry.write(tenant, keyChainKind, { id: provider, usageType: 'attestation', kmsProvider: provider });
         }
 
         const { privateKey } = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });

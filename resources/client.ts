@@ -131,6 +131,11 @@ export const clientKind: ResourceKind<Client> = {
     writeOnly: ['secret'],
     secrets: ['secret'],
     generated: { secret: generateClientSecret },
+    // The secret is stored as a hash: an export asks for one (spec 2.9).
+    exportFields: async (_scope, _id, _spec, placeholder) => ({
+        fields: { secret: placeholder('secret') },
+        requirements: [{ code: 'CLIENT_SECRET_REQUIRED', path: 'secret', message: 'Supply the client\'s secret, or !generate for a new one (shown once)', placeholder: placeholder('secret') }]
+    }),
     allowsTenantless: true,
     id: (spec) => spec.clientId,
     location: { dir: 'clients' },

@@ -1,5 +1,5 @@
 import Joi from 'joi';
-import type { ResourceKind, ResourceStore, StoreScope } from '../lib/registry/kind';
+import { kindRef, type ResourceKind, type ResourceStore, type StoreScope } from '../lib/registry/kind';
 import { tableResourceStore } from '../lib/registry/resource-store';
 
 export const KEY_CHAIN_USAGES = ['access', 'attestation', 'statusList', 'trustList'] as const;
@@ -72,6 +72,11 @@ export const keyChainSchema = Joi.object<KeyChain, true>({
     keySource: keySourceSchema
 }).label('KeyChain');
 
+/** How an export names a chain's key (spec 2.9): a key the database holds is asked for; one in a KMS is referenced. */
+export type ExportedKeySource =
+    | { type: 'required'; publicJwk: Record<string, unknown> }
+    | { type: 'external-reference'; provider: string; externalKeyId: string; publicJwk: Record<string, unknown> };
+
 /** Makes and keeps key chains' key material (keys in the KMS, certificates); implemented by the kms plugin. */
 export interface KeyChainMaterial {
     create(scope: StoreScope, spec: KeyChain, keySource: KeySource | undefined): Promise<void>;
@@ -79,6 +84,8 @@ export interface KeyChainMaterial {
     remove(scope: StoreScope, id: string): Promise<void>;
     /** Whether the chain already holds this key (re-importing the same private key or reference changes nothing). */
     holds(scope: StoreScope, id: string, keySource: KeySource): Promise<boolean>;
+    /** The chain's current key as an export writes it. */
+    exportKeySource(scope: StoreScope, id: string): Promise<ExportedKeySource>;
 }
 
 /** The configuration is an ordinary document; the key material beside it is made when the chain is written. */
@@ -105,8 +112,11 @@ const keyChainStore = (material: KeyChainMaterial): ResourceStore<KeyChain> => (
     }
 });
 
-export const keyChainKind = (material: KeyChainMaterial): ResourceKind<KeyChain> => ({
-    kind: 'KeyChain',
+/** Names the KeyChain kind in registry calls; its definition is made by the kms plugin (it needs the key material). */
+export const keyChainKind = kindRef<KeyChain>('KeyChain');
+
+export const defineKeyChainKind = (material: KeyChainMaterial): ResourceKind<KeyChain> => ({
+    kind: keyChainKind.kind,
     file: 'KeyChainConfigFile',
     version: 1,
     schema: keyChainSchema,
@@ -115,5 +125,14 @@ export const keyChainKind = (material: KeyChainMaterial): ResourceKind<KeyChain>
     secrets: ['keySource.privateJwk'],
     id: (spec) => spec.id,
     location: { dir: 'key-chains' },
-    store: keyChainStore(material)
+    store: keyChainStore(material),
+    async exportFields(scope, id) {
+        const keySource = await material.exportKeySource(scope, id);
+        return {
+            fields: { keySource },
+            requirements: keySource.type === 'required'
+                ? [{ code: 'PRIVATE_KEY_REQUIRED', path: 'keySource', message: 'The private key stays in the database: supply keySource {type: private-jwk}, or {type: regenerate} for new key material' }]
+                : []
+        };
+    }
 });

@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import type { KmsProviderType } from '../lib/kms/types';
-import type { ResourceKind } from '../lib/registry/kind';
+import { kindRef, type ResourceKind } from '../lib/registry/kind';
 
 export interface KmsProviderEntry {
     id: string;
@@ -64,10 +64,13 @@ export const mergeKmsConfigs = (global: KmsConfig | undefined, tenant: KmsConfig
  * `check` opens and health-checks every provider before a configuration is stored, by the API or from a file, so a
  * wrong PKCS#11 PIN or an unreachable KMS is refused when it is saved.
  */
-export const kmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>, check: (tenantId: string, config: KmsConfig) => Promise<void>): ResourceKind<KmsConfig> => {
+/** Names the KmsConfig kind in registry calls; its definition is made by the kms plugin (it needs the provider types). */
+export const kmsConfigKind = kindRef<KmsConfig>('KmsConfig');
+
+export const defineKmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>, check: (tenantId: string, config: KmsConfig) => Promise<void>): ResourceKind<KmsConfig> => {
     let schema: Joi.ObjectSchema<KmsConfig> | undefined;
     return {
-        kind: 'KmsConfig',
+        kind: kmsConfigKind.kind,
         file: 'KmsConfigFile',
         version: 1,
         get schema() {

@@ -1,9 +1,8 @@
 import Joi from 'joi';
 import { ValidationError, type ErrorDetail } from '../lib/errors';
 import type { ResourceKind, StoreScope, Upgrade } from '../lib/registry/kind';
-import { tableResourceStore } from '../lib/registry/resource-store';
 import type { JsonValue } from './credential-config';
-import type { KeyChain } from './key-chain';
+import { keyChainKind } from './key-chain';
 import { dcqlQuerySchema, type DcqlQuery } from './presentation/dcql';
 import { convertFlatFields, registrationCertFlatFieldKeys, registrationCertFlatFieldMessages, registrationCertSchema, type RegistrationCert, type RegistrationCertFlatFields } from './presentation/registration-cert';
 import { transactionDataSchema, type TransactionData } from './presentation/transaction-data';
@@ -158,16 +157,13 @@ const upgradeV2: Upgrade = (spec) => {
     return spec;
 };
 
-/** A resource of another kind of the same tenant, read inside the write's transaction. */
-const stored = (scope: StoreScope, kind: string, id: string) => tableResourceStore.get({ ...scope, kind: { kind } as ResourceKind }, id);
-
 /** The access key chain (a registry reference) must also be of usage `access`: it signs the request. */
 const checkPresentationConfig = async (scope: StoreScope, spec: PresentationConfig): Promise<void> => {
     if (!scope.tenantId || !spec.accessKeyChainId) {
         return;
     }
-    const chain = await stored(scope, 'KeyChain', spec.accessKeyChainId);
-    const usage = (chain?.spec as KeyChain | undefined)?.usageType;
+    const chain = await scope.get(keyChainKind, spec.accessKeyChainId);
+    const usage = chain?.spec.usageType;
     if (usage && usage !== 'access') {
         throw new ValidationError(`accessKeyChainId names key chain ${spec.accessKeyChainId} of usage ${usage}; a presentation request is signed by an access key chain`, [{ path: 'accessKeyChainId', message: `key chain ${spec.accessKeyChainId} has usageType ${usage}, not access` }]);
     }

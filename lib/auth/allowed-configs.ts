@@ -2,6 +2,7 @@ import type Hapi from '@hapi/hapi';
 import { ClientModel } from '../db/models/client';
 import { ForbiddenError } from '../errors';
 import { callerContext } from './context';
+import { clientKind } from '../../resources/client';
 
 export type ConfigUse = 'issuance' | 'presentation';
 
@@ -25,7 +26,7 @@ const allowedLists = (request: Hapi.Request, clientId: string) => {
         const fresh = new Map();
         perServer = fresh;
         cache.set(db, fresh);
-        registry.onChange('Client', (_tenant, id) => fresh.delete(id));
+        registry.onChange(clientKind, (_tenant, id) => fresh.delete(id));
     }
     const hit = perServer.get(clientId);
     if (hit && Date.now() - hit.at < CACHE_TTL_MS) {

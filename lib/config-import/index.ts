@@ -1,4 +1,3 @@
-import type { Database } from '../db/database';
 import { ValidationError } from '../errors';
 import type { Logger } from '../logging';
 import type { ResourceKind, TenantContext } from '../registry/kind';
@@ -39,7 +38,6 @@ export interface ImportReport {
 export interface ImportOptions {
     folder: string;
     registry: Registry;
-    db: Database;
     log: Logger;
     variables: Variables;
     unresolvedPlaceholders: 'fail-tenant' | 'warn';
@@ -150,7 +148,7 @@ const prepareTenant = async (tenant: TenantFolder, kinds: ResourceKind[], option
 };
 
 const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promise<TenantImportResult> => {
-    const { registry, db, log } = options;
+    const { registry, log } = options;
     const result: TenantImportResult = { tenantId: tenant.name, status: 'failed', created: 0, updated: 0, unchanged: 0, warnings: [] };
     const fail = (problems: FileProblem[]) => {
         for (const p of problems) {
@@ -165,7 +163,7 @@ const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promi
     }
     const tenantKind = tenantKindOf(registry);
     const ctx: TenantContext = { tenantId: tenant.name, clientId: CONFIG_IMPORT_ACTOR, roles: [] };
-    if (!(await kindFiles(tenant, tenantKind)).length && !(await registry.get(db, ctx, tenantKind.kind, tenant.name))) {
+    if (!(await kindFiles(tenant, tenantKind)).length && !(await registry.get(ctx, tenantKind, tenant.name))) {
         const location = 'file' in tenantKind.location ? tenantKind.location.file : tenantKind.location.dir;
         const warning = `${tenant.name}: the tenant does not exist and the folder has no ${location} to create it`;
         log.warn({ tenant: tenant.name }, warning);
@@ -183,10 +181,10 @@ const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promi
     const warnings: string[] = [];
     const generatedSecrets: GeneratedSecret[] = [];
     try {
-        await db.transaction(async (trx) => {
+        await registry.transaction(async () => {
             for (const doc of documents) {
                 try {
-                    const written = await registry.write(db, { ...ctx, trx }, doc.kind.kind, doc.spec, { version: doc.version, ownership: 'file-managed', mode: 'upsert' });
+                    const written = await registry.write(ctx, doc.kind, doc.spec, { version: doc.version, ownership: 'file-managed', mode: 'upsert' });
                     counts[written.action]++;
                     generatedSecrets.push(...Object.values(written.generated ?? {}).map((secret) => ({ kind: doc.kind.kind, id: written.id, secret })));
                     warnings.push(...written.warnings.map((w) => `${doc.file.relative}: ${w.code}: ${w.message}`));

@@ -85,13 +85,16 @@ export class Database {
     }
 
     /**
-     * Runs fn in a transaction, or inside the caller's transaction when one is given. The transaction is also the
-     * ambient one for code called from fn that cannot be handed it (a KMS provider storing a key while a key chain
-     * is written): on SQLite's single connection, a query outside the open transaction would wait for it forever.
+     * Runs fn in a transaction, or inside the surrounding one when called from within `transaction()` (so a tenant's
+     * whole import is one transaction however many writes it makes). Transactions travel this one way: code called
+     * from fn finds the open transaction with `current()` and queries through it, also where it cannot be handed it
+     * (a KMS provider storing a key while a key chain is written); on SQLite's single connection, a query outside
+     * the open transaction would wait for it forever.
      */
-    transaction<T>(fn: (trx: Transaction) => Promise<T>, outer?: Transaction): Promise<T> {
+    transaction<T>(fn: (trx: Transaction) => Promise<T>): Promise<T> {
+        const outer = this.ambient();
         if (outer) {
-            return ambientTransaction.getStore() === outer ? fn(outer) : ambientTransaction.run(outer, () => fn(outer));
+            return fn(outer);
         }
         return this.knex.transaction((trx) => ambientTransaction.run(trx, () => fn(trx)));
     }
@@ -103,9 +106,14 @@ export class Database {
         return trx && trx.client.config === this.knex.client.config ? trx : undefined;
     }
 
+    /** What a query goes through: the open transaction inside `transaction()`, else the connection pool. */
+    current(): Knex {
+        return this.ambient() ?? this.knex;
+    }
+
     /** Inside a transaction it asks through it (SQLite has one connection, held by the transaction). */
     isUp(): Promise<boolean> {
-        return ping(this.ambient() ?? this.knex);
+        return ping(this.current());
     }
 
     close(): Promise<void> {

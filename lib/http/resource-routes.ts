@@ -51,7 +51,7 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 response: { status: { 200: pageOf(view, `${kind.kind}Page`) } }
             },
             handler: async (request) => {
-                const all = await request.server.registry.list(request.server.db, tenantContext(request), kind.kind);
+                const all = await request.server.registry.list(tenantContext(request), kind);
                 const page = paginate(all, request.query as unknown as Page);
                 return { ...page, items: page.items.map(answer) };
             }
@@ -67,7 +67,7 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 response: { status: { 201: view } }
             },
             handler: async (request, h) => {
-                const result = await request.server.registry.write(request.server.db, tenantContext(request), kind.kind, request.payload, { mode: 'create' });
+                const result = await request.server.registry.write(tenantContext(request), kind, request.payload, { mode: 'create' });
                 return h.response(answer(result.resource)).code(201);
             }
         },
@@ -82,7 +82,7 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 response: { status: { 200: view } }
             },
             handler: async (request) => {
-                const found = await request.server.registry.get(request.server.db, tenantContext(request), kind.kind, id(request.params));
+                const found = await request.server.registry.get(tenantContext(request), kind, id(request.params));
                 if (!found) {
                     throw new NotFoundError(`${kind.kind} not found`);
                 }
@@ -101,9 +101,9 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 response: { status: { 200: view } }
             },
             handler: async (request) => {
-                const { registry, db } = request.server;
+                const { registry } = request.server;
                 const ctx = tenantContext(request);
-                const found = await registry.get(db, ctx, kind.kind, id(request.params));
+                const found = await registry.get(ctx, kind, id(request.params));
                 if (!found) {
                     throw new NotFoundError(`${kind.kind} not found`);
                 }
@@ -111,7 +111,7 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 // through restoreRedacted like sent-back ones, so a PATCH of a URL alone does not carry them along.
                 const raw = request.orig.payload as Record<string, unknown>;
                 const merged = restoreRedacted({ ...redactSecrets(found.spec as object, kind.secrets), ...raw }, found.spec, kind);
-                const result = await registry.write(db, ctx, kind.kind, merged, { mode: 'update' });
+                const result = await registry.write(ctx, kind, merged, { mode: 'update' });
                 return answer(result.resource);
             }
         },
@@ -125,7 +125,7 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
                 validate: { params }
             },
             handler: async (request, h) => {
-                await request.server.registry.remove(request.server.db, tenantContext(request), kind.kind, id(request.params));
+                await request.server.registry.remove(tenantContext(request), kind, id(request.params));
                 return h.response().code(204);
             }
         }
@@ -147,7 +147,7 @@ export const singletonRoutes = (options: { kind: ResourceKind; path: string; tag
                 response: { status: { 200: schema } }
             },
             handler: async (request) => {
-                const found = await request.server.registry.get(request.server.db, tenantContext(request), kind.kind);
+                const found = await request.server.registry.get(tenantContext(request), kind);
                 if (found) {
                     return redactSecrets(found.spec as object, kind.secrets);
                 }
@@ -165,10 +165,10 @@ export const singletonRoutes = (options: { kind: ResourceKind; path: string; tag
                 response: { status: { 200: schema } }
             },
             handler: async (request) => {
-                const { registry, db } = request.server;
+                const { registry } = request.server;
                 const ctx = tenantContext(request);
-                const stored = await registry.get(db, ctx, kind.kind);
-                const result = await registry.write(db, ctx, kind.kind, restoreRedacted(request.payload, stored?.spec, kind));
+                const stored = await registry.get(ctx, kind);
+                const result = await registry.write(ctx, kind, restoreRedacted(request.payload, stored?.spec, kind));
                 return redactSecrets(result.spec as object, kind.secrets);
             }
         }

@@ -2,6 +2,19 @@ import type Joi from 'joi';
 import type { Knex } from 'knex';
 import type { Database } from '../db/database';
 
+/**
+ * Names a resource kind and the type of its spec: what registry calls take (`registry.get(ctx, keyChainKind, id)`),
+ * so a wrong kind does not compile and results come typed. Every ResourceKind is one; a kind whose definition is
+ * made at registration (it needs the plugin's services) exports a `kindRef` under the same name instead.
+ */
+export interface KindRef<T> {
+    readonly kind: string;
+    /** Type only, never set: ties the spec type to the name. */
+    readonly specType?: T;
+}
+
+export const kindRef = <T>(kind: string): KindRef<T> => ({ kind });
+
 export type Ownership = 'unmanaged' | 'file-managed';
 
 /** The value of a `generated` field that asks the service to make one (spec 2.3, 2.9: a client secret of `!generate`). */
@@ -23,6 +36,8 @@ export interface StoreScope {
     /** null only for kinds that allow tenant-less resources (clients holding tenant:manage). */
     tenantId: string | null;
     kind: ResourceKind;
+    /** A resource of another kind of the same tenant, read in the same transaction (e.g. by a kind's check). */
+    get<T>(kind: KindRef<T>, id: string): Promise<StoredResource<T> | undefined>;
 }
 
 /** Where a kind's documents live; the default keeps them in the shared `resources` table. */
@@ -44,7 +59,7 @@ export interface UpgradeWarning {
 /** Upgrades a spec of version n to version n + 1. */
 export type Upgrade = (spec: any, warn: (warning: UpgradeWarning) => void) => any;
 
-export interface ResourceKind<T = any> {
+export interface ResourceKind<T = any> extends KindRef<T> {
     /** e.g. CredentialConfig */
     kind: string;
     /** e.g. CredentialConfigFile: names the schema URL */
@@ -85,7 +100,30 @@ export interface ResourceKind<T = any> {
     check?(scope: StoreScope, spec: T): Promise<void>;
     /** Fills in what a tenant folder implies, e.g. the tenant id of info.json. */
     fromFolder?(spec: any, tenantId: string): any;
+    /** Export (spec 2.9): top-level fields the document gets beyond the stored spec (a client's secret, a key chain's
+     * key source), each with what an import must supply. Secret values of the stored spec become `${…}` placeholders
+     * without this (SECRET_REQUIRED). */
+    exportFields?(scope: StoreScope, id: string, spec: T, placeholder: (path: string) => string): Promise<ExportFields>;
     store?: ResourceStore<T>;
+}
+
+/** What an export leaves for the importer to supply (spec 2.9 table). */
+export type RequirementCode = 'SECRET_REQUIRED' | 'CLIENT_SECRET_REQUIRED' | 'PRIVATE_KEY_REQUIRED';
+
+export interface ExportRequirement {
+    code: RequirementCode;
+    /** `Kind/id`, or the kind alone for a singleton. */
+    resource: string;
+    /** Dot path in the document's spec. */
+    path: string;
+    message: string;
+    /** The `${VAR}` the export wrote there, when it wrote one. */
+    placeholder?: string;
+}
+
+export interface ExportFields {
+    fields: Record<string, unknown>;
+    requirements: Array<Omit<ExportRequirement, 'resource'>>;
 }
 
 export interface TenantContext {
@@ -94,8 +132,6 @@ export interface TenantContext {
     /** Who acts: a client id, or `system:<component>` for the service itself. */
     clientId: string;
     roles: string[];
-    /** Joins the caller's transaction, e.g. one transaction for a tenant's whole import. */
-    trx?: Knex.Transaction;
 }
 
 /** The scope's tenant, for stores of kinds that always belong to one. */

@@ -1,11 +1,11 @@
 import type Joi from 'joi';
 import { AuditLogModel } from '../db/models/audit-log';
 import type { Knex } from 'knex';
-import type { Database, Transaction } from '../db/database';
+import type { Database } from '../db/database';
 import { ConflictError, NotFoundError, ValidationError, joiDetails, type ErrorDetail } from '../errors';
 import { policyRefusal, type OutboundPolicy, type Resolver } from '../outbound';
 import { canonicalJson, diffSpecs } from './diff';
-import { GENERATE, type Ownership, type ResourceKind, type ResourceStore, type StoreScope, type StoredResource, type TenantContext, type UpgradeWarning } from './kind';
+import { GENERATE, type ExportRequirement, type KindRef, type Ownership, type ResourceKind, type ResourceStore, type StoreScope, type StoredResource, type TenantContext, type UpgradeWarning } from './kind';
 import { tableResourceStore } from './resource-store';
 import { parseSchemaUrl, schemaUrl } from './schema-url';
 
@@ -35,6 +35,22 @@ export interface WriteResult<T = unknown> {
     generated?: Record<string, string>;
 }
 
+/** A configuration document as the export writes it, with its place in a tenant folder (spec 2.9 layout). */
+export interface ExportedDocument {
+    kind: string;
+    /** The spec's id; the kind name for singletons. */
+    id: string;
+    /** e.g. `clients/web.json`, relative to the tenant folder. */
+    path: string;
+    document: ConfigDocument;
+}
+
+export interface ExportResult {
+    /** Dependencies before dependents. */
+    documents: ExportedDocument[];
+    requirements: ExportRequirement[];
+}
+
 export class RegistryError extends Error {
     override name = 'RegistryError';
 }
@@ -58,18 +74,30 @@ export interface RegistryOptions {
 
 const STRICT_OUTBOUND: OutboundPolicy = { allowHttp: false, allowPrivateNetwork: false, allowedHosts: [] };
 
+/** Sets the value at a concrete dot path (no `*`) of a plain JSON value, in place. */
+const setAt = (spec: unknown, path: string, value: unknown): void => {
+    const keys = path.split('.');
+    const parent = keys.slice(0, -1).reduce<any>((v, key) => v[key], spec);
+    parent[keys.at(-1)!] = value;
+};
+
+/** A placeholder variable name (spec 2.9: uppercase letters, digits and _) for a value of a resource. */
+const variableName = (...parts: string[]): string =>
+    parts.map((p) => p.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_|_$/g, '')).filter(Boolean).join('_');
+
 const schemaOptions: Joi.ValidationOptions = { abortEarly: false, convert: true, errors: { wrap: { label: '"' } } };
 
 /**
- * Knows every resource kind. The one write path for configuration state: upgrade, validate, store and audit, in one
- * transaction. The API, the startup import and bundles all go through it.
+ * Knows every resource kind, and reads and writes their resources in its database. The one write path for
+ * configuration state: upgrade, validate, store and audit, in one transaction. The API, the startup import and
+ * bundles all go through it. Calls name kinds by their kind object (KindRef), so results are typed by the spec.
  */
 export class Registry {
     private readonly kinds = new Map<string, ResourceKind>();
     private readonly listeners = new Map<string, Array<(tenantId: string | null, id: string) => void>>();
     private orderedKinds?: ResourceKind[];
 
-    constructor(private readonly options: RegistryOptions = {}) {}
+    constructor(private readonly db: Database, private readonly options: RegistryOptions = {}) {}
 
     register(kind: ResourceKind): void {
         if (this.orderedKinds) {
@@ -85,8 +113,8 @@ export class Registry {
     }
 
     /** Called after every create, update or delete of the kind, e.g. to drop a cache. */
-    onChange(kind: string, listener: (tenantId: string | null, id: string) => void): void {
-        this.listeners.set(kind, [...this.listeners.get(kind) ?? [], listener]);
+    onChange(kind: KindRef<unknown>, listener: (tenantId: string | null, id: string) => void): void {
+        this.listeners.set(kind.kind, [...this.listeners.get(kind.kind) ?? [], listener]);
     }
 
     private changed(kind: ResourceKind, tenantId: string | null, id: string): void {
@@ -141,14 +169,15 @@ export class Registry {
         return this.orderedKinds;
     }
 
-    has(kind: string): boolean {
-        return this.kinds.has(kind);
+    has(kind: KindRef<unknown>): boolean {
+        return this.kinds.has(kind.kind);
     }
 
-    kind<T = unknown>(name: string): ResourceKind<T> {
-        const kind = this.kinds.get(name);
+    /** The registered definition of a kind. */
+    kind<T>(ref: KindRef<T>): ResourceKind<T> {
+        const kind = this.kinds.get(ref.kind);
         if (!kind) {
-            throw new RegistryError(`Unknown resource kind ${name}`);
+            throw new RegistryError(`Unknown resource kind ${ref.kind}`);
         }
         return kind as ResourceKind<T>;
     }
@@ -210,16 +239,27 @@ export class Registry {
         return { kind, version, spec, metadata };
     }
 
-    private scope(ctx: TenantContext, kind: ResourceKind, db: Database, trx: Knex, id?: string): StoreScope {
+    private scope(ctx: TenantContext, kind: ResourceKind, trx: Knex, id?: string): StoreScope {
         // A tenant is its own scope; listing tenants has none.
         const tenantId = kind.isTenant ? id : ctx.tenantId;
         if (!tenantId && !kind.allowsTenantless && !kind.isTenant) {
             throw new NotFoundError(`${kind.kind} needs a tenant`);
         }
-        return { db, trx, tenantId: tenantId ?? null, kind };
+        return this.scopeIn(trx, tenantId ?? null, kind);
     }
 
-    private store(kind: ResourceKind): ResourceStore {
+    private scopeIn(trx: Knex, tenantId: string | null, kind: ResourceKind): StoreScope {
+        const scope: StoreScope = {
+            db: this.db,
+            trx,
+            tenantId,
+            kind,
+            get: (ref, id) => this.store(this.kind(ref)).get({ ...scope, kind: this.kind(ref) }, id)
+        };
+        return scope;
+    }
+
+    private store<T>(kind: ResourceKind<T>): ResourceStore<T> {
         return kind.store ?? tableResourceStore;
     }
 
@@ -227,38 +267,43 @@ export class Registry {
         return kind.singleton ? kind.kind : kind.id(spec);
     }
 
-    async get<T>(db: Database, ctx: TenantContext, kindName: string, id?: string): Promise<StoredResource<T> | undefined> {
-        const kind = this.kind<T>(kindName);
+    /** Runs fn in one transaction that every registry call inside it joins, e.g. a tenant's whole import. */
+    transaction<T>(fn: () => Promise<T>): Promise<T> {
+        return this.db.transaction(fn);
+    }
+
+    /** Reads need no transaction of their own; inside one (see Database.transaction) they see its writes. */
+    async get<T>(ctx: TenantContext, ref: KindRef<T>, id?: string): Promise<StoredResource<T> | undefined> {
+        const kind = this.kind(ref);
         const key = kind.singleton ? kind.kind : id!;
-        // Reads need no transaction of their own; inside a caller's transaction they see its writes.
-        return this.store(kind).get(this.scope(ctx, kind, db, ctx.trx ?? db.ambient() ?? db.knex, key), key) as Promise<StoredResource<T> | undefined>;
+        return this.store(kind).get(this.scope(ctx, kind, this.db.current(), key), key);
     }
 
-    async list<T>(db: Database, ctx: TenantContext, kindName: string): Promise<Array<StoredResource<T>>> {
-        const kind = this.kind<T>(kindName);
-        return this.store(kind).list(this.scope(ctx, kind, db, ctx.trx ?? db.ambient() ?? db.knex)) as Promise<Array<StoredResource<T>>>;
+    async list<T>(ctx: TenantContext, ref: KindRef<T>): Promise<Array<StoredResource<T>>> {
+        const kind = this.kind(ref);
+        return this.store(kind).list(this.scope(ctx, kind, this.db.current()));
     }
 
-    /** The single write path for configuration state. */
-    async write<T>(db: Database, ctx: TenantContext, kindName: string, input: unknown, options: WriteOptions = {}): Promise<WriteResult<T>> {
-        const kind = this.kind<T>(kindName);
+    /** The single write path for configuration state; inside a caller's transaction it joins it. */
+    async write<T>(ctx: TenantContext, ref: KindRef<T>, input: unknown, options: WriteOptions = {}): Promise<WriteResult<T>> {
+        const kind = this.kind(ref);
         const { spec, warnings } = this.validate(kind, input, options.version ?? kind.version);
         // Resolves host names, so it runs before the transaction is opened (when the caller has none open).
         await this.checkOutboundUrls(kind, spec);
         const id = this.idOf(kind, spec);
         const mode = options.mode ?? 'upsert';
 
-        const result = await db.transaction(async (trx): Promise<WriteResult<T>> => {
-            const scope = this.scope(ctx, kind, db, trx, id);
+        const result = await this.db.transaction(async (trx): Promise<WriteResult<T>> => {
+            const scope = this.scope(ctx, kind, trx, id);
             const store = this.store(kind);
-            const existing = await store.get(scope, id) as StoredResource<T> | undefined;
+            const existing = await store.get(scope, id);
             if (existing && mode === 'create') {
                 throw new ConflictError(`${kind.kind} ${id} already exists`);
             }
             if (!existing && mode === 'update') {
                 throw new NotFoundError(`${kind.kind} ${id} not found`);
             }
-            await this.checkReferences(db, trx, scope.tenantId, kind, spec);
+            await this.checkReferences(trx, scope.tenantId, kind, spec);
             await kind.check?.(scope, spec);
             const ownership = options.ownership ?? existing?.ownership ?? 'unmanaged';
             if (existing && existing.ownership === ownership && await this.sameSpec(scope, store, id, existing.spec, spec)) {
@@ -268,10 +313,10 @@ export class Registry {
             const written = generated ? { ...spec, ...generated } : spec;
             const resource = { spec: written, version: kind.version, generation: existing ? existing.generation + 1 : 1, ownership };
             await store.put(scope, id, resource, existing);
-            const stored = await store.get(scope, id) as StoredResource<T>;
-            await this.audit(db, trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, written, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
+            const stored = (await store.get(scope, id))!;
+            await this.audit(trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, written, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
             return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings, ...(generated ? { generated } : {}) };
-        }, ctx.trx);
+        });
         if (result.action !== 'unchanged') {
             this.changed(kind, kind.isTenant ? id : ctx.tenantId ?? null, id);
         }
@@ -284,7 +329,7 @@ export class Registry {
         return fields.length ? Object.fromEntries(fields.map(([field, make]) => [field, make()])) : undefined;
     }
 
-    private async sameSpec(scope: StoreScope, store: ResourceStore, id: string, stored: unknown, incoming: unknown): Promise<boolean> {
+    private async sameSpec<T>(scope: StoreScope, store: ResourceStore<T>, id: string, stored: unknown, incoming: T): Promise<boolean> {
         const writeOnly = scope.kind.writeOnly ?? [];
         const readable = { ...(incoming as Record<string, unknown>) };
         const hasWriteOnly = writeOnly.some((f) => readable[f] !== undefined);
@@ -295,24 +340,24 @@ export class Registry {
         return !hasWriteOnly || (await store.writeOnlyUnchanged?.(scope, id, incoming)) === true;
     }
 
-    async remove(db: Database, ctx: TenantContext, kindName: string, id?: string): Promise<void> {
-        const kind = this.kind(kindName);
+    async remove(ctx: TenantContext, ref: KindRef<unknown>, id?: string): Promise<void> {
+        const kind = this.kind(ref);
         const key = kind.singleton ? kind.kind : id!;
-        await db.transaction(async (trx) => {
-            const scope = this.scope(ctx, kind, db, trx, key);
+        await this.db.transaction(async (trx) => {
+            const scope = this.scope(ctx, kind, trx, key);
             const store = this.store(kind);
             const existing = await store.get(scope, key);
             if (!existing) {
                 throw new NotFoundError(`${kind.kind} ${key} not found`);
             }
             // Written before the delete: deleting a tenant cascades to its audit entries, so that entry is global.
-            const referrers = await this.referencesTo(db, trx, scope.tenantId, kind, key);
+            const referrers = await this.referencesTo(trx, scope.tenantId, kind, key);
             if (referrers.length) {
                 throw new ConflictError(`${kind.kind} ${key} is used by ${referrers.join(', ')}`);
             }
-            await this.audit(db, trx, ctx, kind.isTenant ? null : scope.tenantId, 'delete', kind, key, diffSpecs(existing.spec, {}, kind.secrets));
+            await this.audit(trx, ctx, kind.isTenant ? null : scope.tenantId, 'delete', kind, key, diffSpecs(existing.spec, {}, kind.secrets));
             await store.delete(scope, key);
-        }, ctx.trx);
+        });
         this.changed(kind, kind.isTenant ? key : ctx.tenantId ?? null, key);
     }
 
@@ -332,7 +377,7 @@ export class Registry {
     }
 
     /** Every reference field must name an existing resource of the tenant (MISSING_RESOURCE_REFERENCE); all are reported. */
-    private async checkReferences(db: Database, trx: Knex, tenantId: string | null, kind: ResourceKind, spec: unknown): Promise<void> {
+    private async checkReferences(trx: Knex, tenantId: string | null, kind: ResourceKind, spec: unknown): Promise<void> {
         if (!tenantId) {
             return;
         }
@@ -341,9 +386,9 @@ export class Registry {
             if (!this.kinds.has(targetName)) {
                 continue;
             }
-            const target = this.kind(targetName);
+            const target = this.kinds.get(targetName)!;
             for (const { path, value } of valuesAt(spec, field)) {
-                if (typeof value === 'string' && !(await this.store(target).get({ db, trx, tenantId, kind: target }, value))) {
+                if (typeof value === 'string' && !(await this.store(target).get(this.scopeIn(trx, tenantId, target), value))) {
                     missing.push({ path, target: targetName, id: value });
                 }
             }
@@ -355,7 +400,7 @@ export class Registry {
     }
 
     /** `Kind id` of every resource of the tenant whose reference fields name this resource. */
-    private async referencesTo(db: Database, trx: Knex, tenantId: string | null, target: ResourceKind, id: string): Promise<string[]> {
+    private async referencesTo(trx: Knex, tenantId: string | null, target: ResourceKind, id: string): Promise<string[]> {
         if (!tenantId || target.isTenant) {
             return [];
         }
@@ -365,7 +410,7 @@ export class Registry {
             if (!fields.length) {
                 continue;
             }
-            const all = await this.store(kind).list({ db, trx, tenantId, kind });
+            const all = await this.store(kind).list(this.scopeIn(trx, tenantId, kind));
             for (const resource of all) {
                 if (fields.some((f) => valuesAt(resource.spec, f).some((found) => found.value === id))) {
                     found.push(`${kind.kind} ${this.idOf(kind, resource.spec)}`);
@@ -375,8 +420,8 @@ export class Registry {
         return found;
     }
 
-    private async audit(db: Database, trx: Transaction, ctx: TenantContext, tenantId: string | null, action: string, kind: ResourceKind, id: string, changes: unknown): Promise<void> {
-        await db.model(AuditLogModel).query(trx).insert({
+    private async audit(trx: Knex, ctx: TenantContext, tenantId: string | null, action: string, kind: ResourceKind, id: string, changes: unknown): Promise<void> {
+        await this.db.model(AuditLogModel).query(trx).insert({
             tenantId,
             actor: ctx.clientId,
             action,
@@ -387,12 +432,46 @@ export class Registry {
         });
     }
 
-    /** The canonical document of a stored resource, secrets left as they are (callers redact for export). */
-    toDocument(kind: ResourceKind, resource: StoredResource<unknown>): ConfigDocument {
+    /**
+     * The configuration document of a stored resource as an export writes it (spec 2.9): `$schema`, metadata, and
+     * the spec with every secret replaced by a `${…}` placeholder; what the importer must supply comes beside it.
+     */
+    async toDocument<T>(ctx: TenantContext, ref: KindRef<T>, resource: StoredResource<T>): Promise<{ document: ConfigDocument; requirements: ExportRequirement[] }> {
+        const kind = this.kind(ref);
+        const id = this.idOf(kind, resource.spec);
+        const resourceName = kind.singleton ? kind.kind : `${kind.kind}/${id}`;
+        const placeholder = (path: string) => `\${${variableName(kind.kind, kind.singleton ? '' : id, path)}}`;
+        const spec = structuredClone(resource.spec) as Record<string, unknown>;
+        const requirements: ExportRequirement[] = [];
+        for (const { path } of (kind.secrets ?? []).flatMap((field) => valuesAt(spec, field)).filter((found) => found.value !== null)) {
+            setAt(spec, path, placeholder(path));
+            requirements.push({ code: 'SECRET_REQUIRED', resource: resourceName, path, message: `${resourceName}: ${path} is a secret; set the variable or replace the placeholder`, placeholder: placeholder(path) });
+        }
+        if (kind.exportFields) {
+            const scope = this.scope(ctx, kind, this.db.current(), id);
+            const extra = await kind.exportFields(scope, id, resource.spec, placeholder);
+            Object.assign(spec, extra.fields);
+            requirements.push(...extra.requirements.map((r) => ({ ...r, resource: resourceName })));
+        }
         return {
-            $schema: this.schemaUrl(kind),
-            metadata: { generation: resource.generation, ownership: resource.ownership },
-            spec: resource.spec
+            document: { $schema: this.schemaUrl(kind), metadata: { generation: resource.generation, ownership: resource.ownership }, spec },
+            requirements
         };
+    }
+
+    /** Every resource of the context's tenant as configuration documents, dependencies first (spec 2.9). */
+    async export(ctx: TenantContext & { tenantId: string }): Promise<ExportResult> {
+        const result: ExportResult = { documents: [], requirements: [] };
+        for (const kind of this.ordered()) {
+            const resources = kind.isTenant ? [await this.get(ctx, kind, ctx.tenantId)].filter((r) => r !== undefined) : await this.list(ctx, kind);
+            for (const resource of resources) {
+                const id = this.idOf(kind, resource.spec);
+                const { document, requirements } = await this.toDocument(ctx, kind, resource);
+                const path = 'file' in kind.location ? kind.location.file : `${kind.location.dir}/${id}.json`;
+                result.documents.push({ kind: kind.kind, id, path, document });
+                result.requirements.push(...requirements);
+            }
+        }
+        return result;
     }
 }

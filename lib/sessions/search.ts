@@ -238,7 +238,7 @@ export class SessionSearch {
     }
 
     private get knex(): Knex {
-        return this.db.ambient() ?? this.db.knex;
+        return this.db.current();
     }
 
     /** `column` starts with `prefix`: a range in binary order (an index range on (tenant_id, id) for `id`). */

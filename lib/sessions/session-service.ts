@@ -3,8 +3,27 @@ import type { Knex } from 'knex';
 import type { Database } from '../db/database';
 import { TERMINAL_STATUSES, type SessionModel, type SessionStatus, type SessionType } from '../db/models/session';
 
-export type Session = Omit<SessionModel, keyof import('objection').Model>;
-export type SessionPatch = Partial<Omit<Session, 'id' | 'tenantId' | 'type' | 'createdAt'>>;
+type SessionColumns = Omit<SessionModel, keyof import('objection').Model | 'type' | 'data'>;
+
+/**
+ * The sealed data each session type keeps, declared by the plugin that runs the flow through declaration merging:
+ * `declare module '…/lib/sessions/session-service' { interface SessionDataTypes { issuance: IssuanceData } }`.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by declaration merging
+export interface SessionDataTypes {}
+
+export type SessionData<K extends SessionType> = K extends keyof SessionDataTypes ? SessionDataTypes[K] : Record<string, unknown>;
+
+/** A session of type K (by default of any type, discriminated by `type`); anonymized sessions have no data. */
+export type Session<K extends SessionType = SessionType> = K extends SessionType ? SessionColumns & { type: K; data: SessionData<K> | null } : never;
+
+/**
+ * A session found by a wallet's handle (offer id, code, token, wallet nonce): its flow goes on, so it has its data
+ * (anonymizing a session removes its handles together with its data).
+ */
+export type LiveSession<K extends SessionType> = Session<K> & { data: SessionData<K> };
+
+export type SessionPatch = Partial<Omit<SessionColumns, 'id' | 'tenantId' | 'createdAt'>> & { data?: SessionData<SessionType> | null };
 
 export interface UpdateConditions {
     /** Only when the status is one of these. */
@@ -44,7 +63,7 @@ export class SessionService {
     constructor(private readonly db: Database) {}
 
     private table(): Knex.QueryBuilder {
-        return (this.db.ambient() ?? this.db.knex)('sessions');
+        return this.db.current()('sessions');
     }
 
     /** Called after every status change in this process (event streams and metrics listen). */
@@ -76,29 +95,34 @@ export class SessionService {
         Object.defineProperty(session, DATA_VERSION, { value: row.data, enumerable: false });
         session.credentialConfigurationIds = typeof row.credentialConfigurationIds === 'string' ? JSON.parse(row.credentialConfigurationIds) : null;
         session.txCodeFailures = Number(row.txCodeFailures ?? 0);
-        return session as unknown as Session;
+        return session as Session;
     }
 
-    async create(input: { tenantId: string; type: SessionType } & SessionPatch): Promise<Session> {
+    /** The session when it is of this type and still has its data. */
+    private live<K extends SessionType>(type: K, session: Session | undefined): LiveSession<K> | undefined {
+        return session?.type === type && session.data !== null ? session as LiveSession<K> : undefined;
+    }
+
+    async create<K extends SessionType>(input: { tenantId: string; type: K; data?: SessionData<K> | null } & Omit<SessionPatch, 'data'>): Promise<Session<K>> {
         const now = new Date().toISOString();
-        const session = { id: Crypto.randomUUID(), status: 'active' as SessionStatus, txCodeFailures: 0, ...input, createdAt: now, updatedAt: now };
+        const session = { id: Crypto.randomUUID(), status: 'active' as SessionStatus, txCodeFailures: 0, ...input, createdAt: now, updatedAt: now } as Session<K>;
         await this.table().insert(this.toRow(session));
-        this.notify(session as Session);
-        return session as Session;
+        this.notify(session);
+        return session;
     }
 
     async get(id: string): Promise<Session | undefined> {
         return this.fromRow(await this.table().where({ id }).first());
     }
 
-    /** A session of the tenant found by one of its public handles. */
-    async findBy(tenantId: string, field: 'offerId' | 'codeHash' | 'accessTokenHash' | 'walletNonce', value: string): Promise<Session | undefined> {
-        return this.fromRow(await this.table().where({ tenantId, [field]: value }).first());
+    /** A session of this type of the tenant found by one of its public handles. */
+    async findBy<K extends SessionType>(type: K, tenantId: string, field: 'offerId' | 'codeHash' | 'accessTokenHash' | 'walletNonce', value: string): Promise<LiveSession<K> | undefined> {
+        return this.live(type, this.fromRow(await this.table().where({ tenantId, [field]: value }).first()));
     }
 
-    /** A session found by a handle that is unique across tenants (the wallet nonce in a presentation URL). */
-    async findByWalletNonce(walletNonce: string): Promise<Session | undefined> {
-        return this.fromRow(await this.table().where({ walletNonce }).first());
+    /** A session of this type found by a handle that is unique across tenants (the wallet nonce in a presentation URL). */
+    async findByWalletNonce<K extends SessionType>(type: K, walletNonce: string): Promise<LiveSession<K> | undefined> {
+        return this.live(type, this.fromRow(await this.table().where({ walletNonce }).first()));
     }
 
     /** Applies `patch` only when the session still meets the conditions. True when this call made the change. */
@@ -144,9 +168,9 @@ export class SessionService {
      * the stored ciphertext is still the one read (every encryption has a fresh IV, so it identifies the version);
      * otherwise it reads again and retries. Returns the data written, or undefined when `conditions` no longer hold.
      */
-    async mutateData<T>(id: string | Session, change: (data: T) => T, patch: SessionPatch = {}, conditions: UpdateConditions = {}): Promise<T | undefined> {
+    async mutateData<K extends SessionType>(id: string | Session<K>, change: (data: SessionData<K>) => SessionData<K>, patch: SessionPatch = {}, conditions: UpdateConditions = {}): Promise<SessionData<K> | undefined> {
         // A session read earlier saves the first read: when nobody changed it since, the update applies at once.
-        let known = typeof id === 'string' ? undefined : (id as unknown as Record<symbol, string>)[DATA_VERSION];
+        let known = typeof id === 'string' ? undefined : (id as Session<K> & { [DATA_VERSION]?: string })[DATA_VERSION];
         const sessionId = typeof id === 'string' ? id : id.id;
         for (let attempt = 0; attempt < MUTATE_ATTEMPTS; attempt++) {
             const row = known !== undefined ? { data: known } : await this.table().where({ id: sessionId }).first('data');
@@ -154,8 +178,8 @@ export class SessionService {
             if (!row || typeof row.data !== 'string') {
                 return undefined;
             }
-            const next = change(JSON.parse(this.db.cipher.decrypt(row.data)) as T);
-            const applied = await this.update(sessionId, { ...patch, data: next as unknown as Record<string, unknown> }, { ...conditions, sameData: row.data });
+            const next = change(JSON.parse(this.db.cipher.decrypt(row.data)) as SessionData<K>);
+            const applied = await this.update(sessionId, { ...patch, data: next }, { ...conditions, sameData: row.data });
             if (applied) {
                 return next;
             }

@@ -34,7 +34,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
     register(server) {
         const { config, log } = server.app;
         const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
-        const registry = new Registry({ outbound: config.outbound });
+        const registry = new Registry(db, { outbound: config.outbound });
         const jobs = createJobRunner({ db: config.db, log });
 
         server.decorate('server', 'db', db);
@@ -72,7 +72,6 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
                 await withStartupLock(db.knex, 'config-import', () => importConfigFolder({
                     folder,
                     registry,
-                    db,
                     log,
                     variables: config.configImport.variables,
                     unresolvedPlaceholders: config.configImport.unresolvedPlaceholders

@@ -5,8 +5,8 @@ import Joi from 'joi';
 import { requirePlugins } from '../../lib/compose';
 import { substitutePlaceholders } from '../../lib/config-import/placeholders';
 import type { KmsProviderType } from '../../lib/kms/types';
-import { keyChainKind, type KeyChain } from '../../resources/key-chain';
-import { kmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
+import { defineKeyChainKind, keyChainKind } from '../../resources/key-chain';
+import { defineKmsConfigKind, kmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
 import { TenantModel } from '../../lib/db/models/tenant';
 import { keyChainRoutes } from './routes/key-chains';
 import { providerRoutes } from './routes/providers';
@@ -77,10 +77,10 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const signing = new SigningService(kms, keyChains);
         server.decorate('server', 'signing', signing);
 
-        server.registerResource(kmsConfigKind(types, (tenantId, config) => kms.check(tenantId, config)));
-        server.registerResource(keyChainKind(keyChains));
-        registry.onChange('KmsConfig', (tenantId) => tenantId && kms.invalidate(tenantId));
-        registry.onChange('KeyChain', (tenantId, id) => signing.invalidate(tenantId, id));
+        server.registerResource(defineKmsConfigKind(types, (tenantId, config) => kms.check(tenantId, config)));
+        server.registerResource(defineKeyChainKind(keyChains));
+        registry.onChange(kmsConfigKind, (tenantId) => tenantId && kms.invalidate(tenantId));
+        registry.onChange(keyChainKind, (tenantId, id) => signing.invalidate(tenantId, id));
 
         server.ext('onPreStart', () => {
             global();
@@ -94,11 +94,11 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
             async run({ log: jobLog }) {
                 for (const { id: tenantId } of await db.model(TenantModel).query().select('id')) {
                     const ctx = { tenantId, clientId: 'system:key-rotation', roles: [] };
-                    for (const chain of await registry.list<KeyChain>(db, ctx, 'KeyChain')) {
+                    for (const chain of await registry.list(ctx, keyChainKind)) {
                         const policy = chain.spec.rotationPolicy;
                         const material = policy?.enabled ? await keyChains.material(tenantId, chain.spec.id) : undefined;
                         if (policy && material && Date.parse(material.rotatedAt) + policy.intervalDays * 86_400_000 <= Date.now()) {
-                            await registry.write(db, ctx, 'KeyChain', { ...chain.spec, keySource: { type: 'regenerate' } });
+                            await registry.write(ctx, keyChainKind, { ...chain.spec, keySource: { type: 'regenerate' } });
                             jobLog.info({ tenantId, keyChainId: chain.spec.id }, 'key chain rotated by its policy');
                         }
                     }

@@ -1,19 +1,18 @@
 import type { Config } from '../../lib/config';
-import type { Database } from '../../lib/db/database';
 import type { Logger } from '../../lib/logging';
 import type { Registry } from '../../lib/registry/registry';
-import type { Client } from '../../resources/client';
+import { clientKind } from '../../resources/client';
 
 /**
  * The root client (AUTH_CLIENT_ID / AUTH_CLIENT_SECRET): tenant:manage, no tenant. Idempotent; a changed secret
  * replaces the stored hash, through the registry so the change is audited.
  */
-export const bootstrapRootClient = async (config: Config, registry: Registry, db: Database, log: Logger): Promise<void> => {
+export const bootstrapRootClient = async (config: Config, registry: Registry, log: Logger): Promise<void> => {
     const { clientId, clientSecret } = config.auth;
     if (!clientId || !clientSecret) {
         return;
     }
-    const result = await registry.write<Client>(db, { clientId: 'system:bootstrap', roles: [] }, 'Client', {
+    const result = await registry.write({ clientId: 'system:bootstrap', roles: [] }, clientKind, {
         clientId,
         description: 'Root client from AUTH_CLIENT_ID',
         roles: ['tenant:manage'],

@@ -13,6 +13,7 @@ import { bearerScheme } from './scheme';
 import { ServiceKeys } from './service-keys';
 import { TokenService } from './token-service';
 import type { TokenVerifier } from './verifier';
+import { tenantKind } from '../../resources/tenant';
 
 type OidcConfig = NonNullable<Config['auth']['oidc']>;
 
@@ -45,11 +46,11 @@ const integratedServer = (server: Hapi.Server, config: Config, log: Logger): Aut
     const { db, registry } = server;
     const keys = new ServiceKeys(db, config.auth.tokenTtl);
     const tokens = new TokenService(db, keys, { issuer: config.publicUrl, ttlSeconds: config.auth.tokenTtl });
-    registry.onChange('Client', (_tenantId, id) => tokens.forgetClient(id));
-    registry.onChange('Tenant', () => tokens.forgetAllClients());
+    registry.onChange(clientKind, (_tenantId, id) => tokens.forgetClient(id));
+    registry.onChange(tenantKind, () => tokens.forgetAllClients());
     server.ext('onPreStart', async () => {
         await keys.init();
-        await bootstrapRootClient(config, registry, db, log);
+        await bootstrapRootClient(config, registry, log);
     });
     return { verifier: tokens, routes: [...tokenRoutes(tokens), ...jwksRoutes(keys), ...clientRoutes] };
 };

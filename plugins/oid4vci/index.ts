@@ -25,20 +25,20 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
     register(server) {
         requirePlugins(server, 'hallmark-oid4vci', ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions']);
         const { config, log } = server.app;
-        const { db, registry, sessions, singleUse, signing } = server;
+        const { registry, sessions, singleUse, signing } = server;
         for (const kind of [webhookEndpointKind, attributeProviderKind, issuanceConfigKind, credentialConfigKind]) {
             server.registerResource(kind);
         }
 
-        const issuer = new Issuer({ db, registry });
-        const offers = new OfferService({ config, issuer, sessions, registry, db, log });
+        const issuer = new Issuer({ registry });
+        const offers = new OfferService({ config, issuer, sessions, registry, log });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', config.secrets.masterSecret ?? config.secrets.encryptionKey!, 'hallmark', 'dpop-nonce/v1', 32)) });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });
-        const credentials = new CredentialService({ config, issuer, sessions, singleUse, signing, registry, db, log });
+        const credentials = new CredentialService({ config, issuer, sessions, singleUse, signing, registry, log });
         const notifications = new NotificationService({ config, sessions, log });
         const metadata = new MetadataService({ config, issuer });
-        for (const kind of ['CredentialConfig', 'IssuanceConfig']) {
+        for (const kind of [credentialConfigKind, issuanceConfigKind]) {
             registry.onChange(kind, (tenantId) => metadata.invalidate(tenantId));
         }
 

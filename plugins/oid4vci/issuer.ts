@@ -1,12 +1,11 @@
 import type { Config } from '../../lib/config';
-import type { Database } from '../../lib/db/database';
 import { ValidationError } from '../../lib/errors';
 import type { TenantContext } from '../../lib/registry/kind';
 import type { Registry } from '../../lib/registry/registry';
-import type { CredentialConfig } from '../../resources/credential-config';
-import type { IssuanceConfig } from '../../resources/issuance-config';
-import type { KeyChain } from '../../resources/key-chain';
-import type { Tenant } from '../../resources/tenant';
+import { credentialConfigKind, type CredentialConfig } from '../../resources/credential-config';
+import { issuanceConfigKind, type IssuanceConfig } from '../../resources/issuance-config';
+import { keyChainKind } from '../../resources/key-chain';
+import { tenantKind, type Tenant } from '../../resources/tenant';
 
 /** The credential issuer identifier (and authorization server issuer) of a tenant: `{PUBLIC_URL}/issuers/{tenant}`. */
 export const tenantUrl = (config: Config, tenantId: string): string => `${config.publicUrl}/issuers/${tenantId}`;
@@ -14,7 +13,6 @@ export const tenantUrl = (config: Config, tenantId: string): string => `${config
 export const systemContext = (tenantId: string): TenantContext => ({ tenantId, clientId: 'system:oid4vci', roles: [] });
 
 export interface IssuerDeps {
-    db: Database;
     registry: Registry;
 }
 
@@ -37,7 +35,7 @@ export class Issuer {
     private readonly cache = new Map<string, { at: number; state: Promise<TenantIssuance> }>();
 
     constructor(private readonly deps: IssuerDeps) {
-        for (const kind of ['Tenant', 'IssuanceConfig', 'CredentialConfig']) {
+        for (const kind of [tenantKind, issuanceConfigKind, credentialConfigKind]) {
             deps.registry.onChange(kind, (tenantId) => tenantId && this.cache.delete(tenantId));
         }
     }
@@ -48,11 +46,11 @@ export class Issuer {
             return cached.state;
         }
         const ctx = systemContext(tenantId);
-        const { registry, db } = this.deps;
+        const { registry } = this.deps;
         const state = Promise.all([
-            registry.get<Tenant>(db, ctx, 'Tenant', tenantId),
-            registry.get<IssuanceConfig>(db, ctx, 'IssuanceConfig'),
-            registry.list<CredentialConfig>(db, ctx, 'CredentialConfig')
+            registry.get(ctx, tenantKind, tenantId),
+            registry.get(ctx, issuanceConfigKind),
+            registry.list(ctx, credentialConfigKind)
         ]).then(([tenant, settings, credentials]) => ({
             tenant: tenant?.spec,
             settings: { ...DEFAULTS, ...settings?.spec },
@@ -84,7 +82,7 @@ export class Issuer {
         if (credential.keyChainId) {
             return credential.keyChainId;
         }
-        const chains = await this.deps.registry.list<KeyChain>(this.deps.db, systemContext(tenantId), 'KeyChain');
+        const chains = await this.deps.registry.list(systemContext(tenantId), keyChainKind);
         const chain = chains.find((c) => c.spec.usageType === 'attestation');
         if (!chain) {
             throw new ValidationError(`Credential configuration ${credential.id} has no keyChainId and the tenant has no attestation key chain`);

@@ -18,11 +18,11 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
     register(server) {
         requirePlugins(server, 'hallmark-oid4vp', ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions']);
         const { config, log } = server.app;
-        const { db, registry, sessions, signing } = server;
+        const { registry, sessions, signing } = server;
         server.registerResource(trustListKind);
         server.registerResource(presentationConfigKind);
-        const requests = new PresentationRequests({ config, db, registry, sessions, signing, log });
-        const responses = new PresentationResponses({ config, sessions, trust: new TrustAnchors({ db, registry }), log });
+        const requests = new PresentationRequests({ config, registry, sessions, signing, log });
+        const responses = new PresentationResponses({ config, sessions, trust: new TrustAnchors({ registry }), log });
         server.route([...managementRoutes(requests), ...walletRoutes({ sessions, requests, responses })]);
     }
 };

@@ -4,6 +4,8 @@ import Os from 'node:os';
 import Path from 'node:path';
 import Knex from 'knex';
 import type { DatabaseConfig } from '../../lib/config';
+import { ColumnCipher } from '../../lib/crypto/column-cipher';
+import { Database } from '../../lib/db/database';
 
 /**
  * Every database test runs on both dialects. Each call makes a fresh database (a new SQLite file, or a new
@@ -78,3 +80,6 @@ export const createTestDatabase = async (dialect: DialectName): Promise<TestData
         }
     };
 };
+
+/** A database that is never connected (an in-memory SQLite opened lazily): for registries used without storage. */
+export const offlineDatabase = (): Database => Database.open({ type: 'sqlite', filename: ':memory:' }, new ColumnCipher(Crypto.randomBytes(32)));

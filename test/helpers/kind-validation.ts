@@ -2,8 +2,9 @@ import { expect } from '@hapi/code';
 import type { ErrorDetail } from '../../lib/errors';
 import type { ResourceKind } from '../../lib/registry/kind';
 import { Registry } from '../../lib/registry/registry';
-import { keyChainKind, type KeyChainMaterial } from '../../resources/key-chain';
-import { kmsConfigKind } from '../../resources/kms-config';
+import { defineKeyChainKind, type KeyChainMaterial } from '../../resources/key-chain';
+import { defineKmsConfigKind } from '../../resources/kms-config';
+import { offlineDatabase } from './databases';
 import { tenantKind } from '../../resources/tenant';
 
 // Validation never touches key material; a call would mean the test reached the store.
@@ -11,7 +12,8 @@ const noMaterial: KeyChainMaterial = {
     create: () => Promise.reject(new Error('no key material in validation tests')),
     replace: () => Promise.reject(new Error('no key material in validation tests')),
     remove: () => Promise.reject(new Error('no key material in validation tests')),
-    holds: () => Promise.reject(new Error('no key material in validation tests'))
+    holds: () => Promise.reject(new Error('no key material in validation tests')),
+    exportKeySource: () => Promise.reject(new Error('no key material in validation tests'))
 };
 
 /**
@@ -19,10 +21,10 @@ const noMaterial: KeyChainMaterial = {
  * helpers validation tests use on it. Nothing is stored: only the kinds' schemas and upgrades run.
  */
 export const validationRegistry = (kinds: ResourceKind<any>[]) => {
-    const registry = new Registry();
+    const registry = new Registry(offlineDatabase());
     registry.register(tenantKind);
-    registry.register(kmsConfigKind(new Map(), async () => undefined));
-    registry.register(keyChainKind(noMaterial));
+    registry.register(defineKmsConfigKind(new Map(), async () => undefined));
+    registry.register(defineKeyChainKind(noMaterial));
     kinds.forEach((kind) => registry.register(kind));
     registry.seal();
 

@@ -5,6 +5,7 @@ import * as core from '../../plugins/core';
 import * as oauth2 from '../../plugins/oauth2';
 import * as tenancy from '../../plugins/tenancy';
 import { startTestServer } from '../helpers/server';
+import { tenantKind } from '../../resources/tenant';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
@@ -17,7 +18,7 @@ describe('composition from a manifest', () => {
             expect((await t.server.inject('/api/docs')).statusCode).to.equal(404);
             expect((await t.server.inject('/api/docs-json')).statusCode).to.equal(404);
             expect(t.server.table().some((r) => r.path.startsWith('/api/docs'))).to.be.false();
-            expect(t.server.registry.has('Tenant')).to.be.true();
+            expect(t.server.registry.has(tenantKind)).to.be.true();
         }
         finally {
             await t.stop();
@@ -30,7 +31,7 @@ describe('composition from a manifest', () => {
         });
         try {
             expect((await t.server.inject('/api/probe/conflict')).statusCode).to.equal(409);
-            expect(t.server.registry.has('Tenant')).to.be.false();
+            expect(t.server.registry.has(tenantKind)).to.be.false();
         }
         finally {
             await t.stop();

@@ -18,7 +18,7 @@ import { Registry } from '../../lib/registry/registry';
 import { tableResourceStore } from '../../lib/registry/resource-store';
 import { schemaUrl } from '../../lib/registry/schema-url';
 import { tenantKind } from '../../resources/tenant';
-import { DIALECTS, createTestDatabase, type TestDatabase } from '../helpers/databases';
+import { DIALECTS, createTestDatabase, offlineDatabase, type TestDatabase } from '../helpers/databases';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -71,8 +71,8 @@ const noteKind: ResourceKind<{ id: string; text: string }> = {
     location: { dir: 'notes' }
 };
 
-const createRegistry = () => {
-    const registry = new Registry();
+const createRegistry = (db: Database) => {
+    const registry = new Registry(db);
     for (const kind of [noteKind, settingsKind, widgetKind, tenantKind]) {
         registry.register(kind);
     }
@@ -114,13 +114,14 @@ for (const dialect of DIALECTS) {
     describe(`importConfigFolder (${dialect})`, () => {
         let testDb: TestDatabase;
         let db: Database;
-        const registry = createRegistry();
+        let registry: Registry;
         const folders: string[] = [];
 
         before(async () => {
             testDb = await createTestDatabase(dialect);
             db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
             await migrateLatest(db.knex);
+            registry = createRegistry(db);
         });
 
         after(async () => {
@@ -136,7 +137,6 @@ for (const dialect of DIALECTS) {
             return importConfigFolder({
                 folder,
                 registry,
-                db,
                 log: options.log ?? Pino({ level: 'silent' }),
                 variables: options.variables ?? {},
                 unresolvedPlaceholders: options.mode ?? 'fail-tenant'
@@ -174,13 +174,13 @@ for (const dialect of DIALECTS) {
             const report = await run(folder);
 
             expect(report.tenants).to.equal([{ tenantId: id, status: 'imported', created: 5, updated: 0, unchanged: 0, warnings: [] }]);
-            const tenant = await registry.get<any>(db, ctx(id), 'Tenant', id);
+            const tenant = await registry.get(ctx(id), tenantKind, id);
             expect(tenant!.spec).to.equal({ id, name: 'Acme', description: 'first' });
             expect(tenant!.ownership).to.equal('file-managed');
-            const widgets = await registry.list<any>(db, ctx(id), 'Widget');
+            const widgets = await registry.list(ctx(id), widgetKind);
             expect(widgets.map((w) => w.spec)).to.equal([{ id: 'w-a', label: 'A', size: 3 }, { id: 'w-b', label: 'B' }]);
             expect(widgets.every((w) => w.ownership === 'file-managed')).to.be.true();
-            const settings = await registry.get<any>(db, ctx(id), 'Settings');
+            const settings = await registry.get(ctx(id), settingsKind);
             expect(settings!.spec).to.equal({ endpoint: 'https://example.org', apiKey: 'k-secret' });
             expect(settings!.ownership).to.equal('file-managed');
 
@@ -199,7 +199,7 @@ for (const dialect of DIALECTS) {
 
             const report = await run(folder);
             expect(byTenant(report, id)).to.include({ status: 'imported', created: 2 });
-            expect((await registry.get<any>(db, ctx(id), 'Widget', 'x'))!.spec.label).to.equal('X');
+            expect((await registry.get(ctx(id), widgetKind, 'x'))!.spec.label).to.equal('X');
         });
 
         it('skips a tenant that does not exist when its folder has no info.json', async () => {
@@ -216,13 +216,13 @@ for (const dialect of DIALECTS) {
 
         it('imports into an existing tenant without info.json, and takes over an unmanaged tenant', async () => {
             const id = tenantId('existing');
-            await registry.write(db, { clientId: 'api', roles: [] }, 'Tenant', { id, name: 'By API' });
+            await registry.write({ clientId: 'api', roles: [] }, tenantKind, { id, name: 'By API' });
             const report = await run(configFolder({ [`${id}/widgets/x.json`]: { id: 'x', label: 'X' } }));
             expect(byTenant(report, id)).to.include({ status: 'imported', created: 1, updated: 0 });
 
             const again = await run(configFolder({ [`${id}/info.json`]: { name: 'By API' } }));
             expect(byTenant(again, id)).to.include({ status: 'imported', created: 0, updated: 1 });
-            expect((await registry.get<any>(db, ctx(id), 'Tenant', id))!.ownership).to.equal('file-managed');
+            expect((await registry.get(ctx(id), tenantKind, id))!.ownership).to.equal('file-managed');
         });
 
         it('substitutes ${VAR} and ${VAR:default} once, an empty variable counting as unset', async () => {
@@ -236,9 +236,9 @@ for (const dialect of DIALECTS) {
             const report = await run(folder, { variables: { TENANT_NAME: 'Vars Inc', EMPTY: '', NESTED: '${TENANT_NAME}', HOST: 'h.example' } });
 
             expect(byTenant(report, id)).to.include({ status: 'imported', created: 4 });
-            expect((await registry.get<any>(db, ctx(id), 'Tenant', id))!.spec).to.equal({ id, name: 'Vars Inc', description: 'no description' });
-            expect((await registry.list<any>(db, ctx(id), 'Widget')).map((w) => w.spec.label)).to.equal(['fallback', '${TENANT_NAME}']);
-            expect((await registry.get<any>(db, ctx(id), 'Settings'))!.spec.endpoint).to.equal('https://h.example:443/api');
+            expect((await registry.get(ctx(id), tenantKind, id))!.spec).to.equal({ id, name: 'Vars Inc', description: 'no description' });
+            expect((await registry.list(ctx(id), widgetKind)).map((w) => w.spec.label)).to.equal(['fallback', '${TENANT_NAME}']);
+            expect((await registry.get(ctx(id), settingsKind))!.spec.endpoint).to.equal('https://h.example:443/api');
         });
 
         it('fails only the tenant with an unresolved placeholder in fail-tenant mode', async () => {
@@ -289,7 +289,7 @@ for (const dialect of DIALECTS) {
             expect(result.warnings).to.have.length(1);
             expect(result.warnings[0]).to.contain(`${id}/info.json`).and.to.contain('${MISSING_NAME}');
             expect(lines.some((l) => l.level === 40 && l.file === `${id}/info.json` && l.variables?.[0] === 'MISSING_NAME')).to.be.true();
-            expect((await registry.get<any>(db, ctx(id), 'Tenant', id))!.spec.name).to.equal('Warn ${MISSING_NAME}');
+            expect((await registry.get(ctx(id), tenantKind, id))!.spec.name).to.equal('Warn ${MISSING_NAME}');
         });
 
         it('fails a tenant with an invalid document, naming the file and the problem', async () => {
@@ -336,10 +336,10 @@ for (const dialect of DIALECTS) {
             const result = byTenant(report, id);
             expect(result).to.include({ status: 'imported', created: 3 });
             expect(result.warnings).to.equal([`${id}/widgets/old.json: NAME_RENAMED: name is now label`]);
-            const tenant = await registry.get<any>(db, ctx(id), 'Tenant', id);
+            const tenant = await registry.get(ctx(id), tenantKind, id);
             expect(tenant).to.include({ ownership: 'file-managed', generation: 1 });
             expect(tenant!.spec).to.equal({ id, name: 'Docs' });
-            expect((await registry.list<any>(db, ctx(id), 'Widget')).map((w) => w.spec)).to.equal([{ id: 'new', label: 'New' }, { id: 'old', label: 'Old' }]);
+            expect((await registry.list(ctx(id), widgetKind)).map((w) => w.spec)).to.equal([{ id: 'new', label: 'New' }, { id: 'old', label: 'Old' }]);
         });
 
         it('reports everything unchanged on a second run and writes no audit entries', async () => {
@@ -391,9 +391,8 @@ describe('importConfigFolder without a folder', () => {
         const { log, lines } = capture();
         const report = await importConfigFolder({
             folder: Path.join(Os.tmpdir(), `hallmark-missing-${process.pid}-${Date.now()}`),
-            registry: createRegistry(),
-            // Never touched: nothing is read from a missing folder.
-            db: undefined as unknown as Database,
+            // Never touches its database: nothing is read from a missing folder.
+            registry: createRegistry(offlineDatabase()),
             log,
             variables: {},
             unresolvedPlaceholders: 'fail-tenant'

@@ -10,7 +10,7 @@ import { AuditLogModel } from '../../lib/db/models/audit-log';
 import type { ResourceKind, TenantContext } from '../../lib/registry/kind';
 import { Registry } from '../../lib/registry/registry';
 import { tenantKind } from '../../resources/tenant';
-import { createTestDatabase, DIALECTS, type TestDatabase } from '../helpers/databases';
+import { createTestDatabase, DIALECTS, offlineDatabase, type TestDatabase } from '../helpers/databases';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -47,7 +47,7 @@ const kind = (name: string, dependsOn: string[] = []): ResourceKind => ({
 
 describe('registry without a database', () => {
     it('orders kinds by their dependencies', () => {
-        const r = new Registry();
+        const r = new Registry(offlineDatabase());
         r.register(kind('C', ['B']));
         r.register(kind('B', ['A']));
         r.register(kind('A'));
@@ -56,20 +56,20 @@ describe('registry without a database', () => {
     });
 
     it('fails to seal on an unknown dependency, naming it', () => {
-        const r = new Registry();
+        const r = new Registry(offlineDatabase());
         r.register(kind('A', ['Missing']));
         expect(() => r.seal()).to.throw(/A depends on Missing, which no plugin registers/);
     });
 
     it('fails to seal on a dependency cycle, naming the cycle', () => {
-        const r = new Registry();
+        const r = new Registry(offlineDatabase());
         r.register(kind('A', ['B']));
         r.register(kind('B', ['A']));
         expect(() => r.seal()).to.throw(/cycle: A -> B -> A/);
     });
 
     it('refuses kinds after sealing and twice-registered kinds', () => {
-        const r = new Registry();
+        const r = new Registry(offlineDatabase());
         r.register(kind('A'));
         expect(() => r.register(kind('A'))).to.throw(/registered twice/);
         r.seal();
@@ -77,7 +77,7 @@ describe('registry without a database', () => {
     });
 
     it('upgrades old versions with warnings and rejects newer versions and unknown schemas', () => {
-        const r = new Registry();
+        const r = new Registry(offlineDatabase());
         r.register(tenantKind);
         r.register(hookKind);
         r.seal();
@@ -95,10 +95,7 @@ for (const dialect of DIALECTS) {
     describe(`registry write path (${dialect})`, () => {
         let testDb: TestDatabase;
         let db: Database;
-        const registry = new Registry();
-        registry.register(tenantKind);
-        registry.register(hookKind);
-        registry.seal();
+        let registry: Registry;
         const admin: TenantContext = { clientId: 'root', roles: ['tenant:manage'] };
         const acme: TenantContext = { tenantId: 'acme', clientId: 'acme-admin', roles: ['tenant:admin'] };
         const other: TenantContext = { tenantId: 'other', clientId: 'other-admin', roles: ['tenant:admin'] };
@@ -107,8 +104,12 @@ for (const dialect of DIALECTS) {
             testDb = await createTestDatabase(dialect);
             db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
             await migrateLatest(db.knex);
-            await registry.write(db, admin, 'Tenant', { id: 'acme', name: 'Acme' });
-            await registry.write(db, admin, 'Tenant', { id: 'other', name: 'Other' });
+            registry = new Registry(db);
+            registry.register(tenantKind);
+            registry.register(hookKind);
+            registry.seal();
+            await registry.write(admin, tenantKind, { id: 'acme', name: 'Acme' });
+            await registry.write(admin, tenantKind, { id: 'other', name: 'Other' });
         });
         after(async () => {
             await db.close();
@@ -117,12 +118,12 @@ for (const dialect of DIALECTS) {
 
         it('creates, updates, reports unchanged, and audits each change with redacted secrets', async () => {
             const spec = { id: 'h1', url: 'https://hooks.example.com', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: 'top-secret-value' } } };
-            const created = await registry.write(db, acme, 'Hook', spec, { mode: 'create' });
+            const created = await registry.write(acme, hookKind, spec, { mode: 'create' });
             expect(created.action).to.equal('create');
             expect(created.resource.generation).to.equal(1);
-            const again = await registry.write(db, acme, 'Hook', spec);
+            const again = await registry.write(acme, hookKind, spec);
             expect(again.action).to.equal('unchanged');
-            const updated = await registry.write(db, acme, 'Hook', { ...spec, url: 'https://hooks2.example.com' });
+            const updated = await registry.write(acme, hookKind, { ...spec, url: 'https://hooks2.example.com' });
             expect(updated.action).to.equal('update');
             expect(updated.resource.generation).to.equal(2);
 
@@ -139,43 +140,43 @@ for (const dialect of DIALECTS) {
             expect(raw.spec).to.not.contain('top-secret-value');
             expect(raw.spec).to.not.contain('hooks2.example.com');
             expect(raw.spec.startsWith('hm1.')).to.be.true();
-            const read = await registry.get<Hook>(db, acme, 'Hook', 'h1');
+            const read = await registry.get(acme, hookKind, 'h1');
             expect(read!.spec.auth).to.equal({ type: 'apiKey', config: { headerName: 'X-Key', value: 'top-secret-value' } });
         });
 
         it('rejects create of an existing id (409), update of a missing id (404) and invalid specs (400 with details)', async () => {
-            await expect(registry.write(db, acme, 'Hook', { id: 'h1', url: 'https://x.example', auth: { type: 'none' } }, { mode: 'create' })).to.reject(/already exists/);
-            await expect(registry.write(db, acme, 'Hook', { id: 'nope', url: 'https://x.example', auth: { type: 'none' } }, { mode: 'update' })).to.reject(/not found/);
-            const err = await expect(registry.write(db, acme, 'Hook', { id: 'h2', url: 'https://x.example', auth: { type: 'none' }, extra: true })).to.reject();
+            await expect(registry.write(acme, hookKind, { id: 'h1', url: 'https://x.example', auth: { type: 'none' } }, { mode: 'create' })).to.reject(/already exists/);
+            await expect(registry.write(acme, hookKind, { id: 'nope', url: 'https://x.example', auth: { type: 'none' } }, { mode: 'update' })).to.reject(/not found/);
+            const err = await expect(registry.write(acme, hookKind, { id: 'h2', url: 'https://x.example', auth: { type: 'none' }, extra: true })).to.reject();
             expect((err as any).status).to.equal(400);
             expect((err as any).details).to.equal([{ path: 'extra', message: '"extra" is not allowed' }]);
         });
 
         it('scopes every read and delete by the context tenant', async () => {
-            expect(await registry.get(db, other, 'Hook', 'h1')).to.be.undefined();
-            expect(await registry.list(db, other, 'Hook')).to.equal([]);
-            await expect(registry.remove(db, other, 'Hook', 'h1')).to.reject(/not found/);
-            expect(await registry.get(db, acme, 'Hook', 'h1')).to.exist();
+            expect(await registry.get(other, hookKind, 'h1')).to.be.undefined();
+            expect(await registry.list(other, hookKind)).to.equal([]);
+            await expect(registry.remove(other, hookKind, 'h1')).to.reject(/not found/);
+            expect(await registry.get(acme, hookKind, 'h1')).to.exist();
         });
 
         it('writes nothing, audit included, when the surrounding transaction fails', async () => {
             const before = await db.model(AuditLogModel).query().resultSize();
-            await expect(db.knex.transaction(async (trx) => {
-                await registry.write(db, { ...acme, trx }, 'Hook', { id: 'h3', url: 'https://x.example', auth: { type: 'none' } });
+            await expect(registry.transaction(async () => {
+                await registry.write(acme, hookKind, { id: 'h3', url: 'https://x.example', auth: { type: 'none' } });
                 throw new Error('later step failed');
             })).to.reject('later step failed');
-            expect(await registry.get(db, acme, 'Hook', 'h3')).to.be.undefined();
+            expect(await registry.get(acme, hookKind, 'h3')).to.be.undefined();
             expect(await db.model(AuditLogModel).query().resultSize()).to.equal(before);
         });
 
         it('deletes with an audit entry; deleting a tenant removes what it owns', async () => {
-            await registry.write(db, other, 'Hook', { id: 'o1', url: 'https://o.example', auth: { type: 'none' } });
-            await registry.remove(db, acme, 'Hook', 'h1');
-            expect(await registry.get(db, acme, 'Hook', 'h1')).to.be.undefined();
+            await registry.write(other, hookKind, { id: 'o1', url: 'https://o.example', auth: { type: 'none' } });
+            await registry.remove(acme, hookKind, 'h1');
+            expect(await registry.get(acme, hookKind, 'h1')).to.be.undefined();
             const deletion = await db.model(AuditLogModel).query().where({ tenantId: 'acme', action: 'delete' }).first();
             expect(deletion!.resourceId).to.equal('h1');
 
-            await registry.remove(db, admin, 'Tenant', 'other');
+            await registry.remove(admin, tenantKind, 'other');
             expect(await db.knex('resources').where({ tenant_id: 'other' }).count({ n: '*' }).first()).to.equal({ n: dialect === 'postgres' ? '0' : 0 });
             const tenantDeletion = await db.model(AuditLogModel).query().whereNull('tenantId').where({ kind: 'Tenant', action: 'delete' }).first();
             expect(tenantDeletion!.resourceId).to.equal('other');
@@ -208,22 +209,23 @@ for (const dialect of DIALECTS) {
             location: { dir: 'beacons' }
         };
         const resolver = dns({ 'public.example': ['93.184.216.34'], 'inside.example': ['93.184.216.34', '10.1.2.3'], 'meta.example': ['169.254.169.254'] });
-        const registries = {
-            strict: new Registry({ outbound: { allowHttp: false, allowPrivateNetwork: false, allowedHosts: [] }, resolver }),
-            open: new Registry({ outbound: { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] }, resolver })
-        };
-        for (const r of Object.values(registries)) {
-            r.register(tenantKind);
-            r.register(beaconKind);
-            r.seal();
-        }
+        let registries: { strict: Registry; open: Registry };
         const acme: TenantContext = { tenantId: 'acme', clientId: 'acme-admin', roles: ['tenant:admin'] };
 
         before(async () => {
             testDb = await createTestDatabase(dialect);
             db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
             await migrateLatest(db.knex);
-            await registries.open.write(db, { clientId: 'root', roles: ['tenant:manage'] }, 'Tenant', { id: 'acme', name: 'Acme' });
+            registries = {
+                strict: new Registry(db, { outbound: { allowHttp: false, allowPrivateNetwork: false, allowedHosts: [] }, resolver }),
+                open: new Registry(db, { outbound: { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] }, resolver })
+            };
+            for (const r of Object.values(registries)) {
+                r.register(tenantKind);
+                r.register(beaconKind);
+                r.seal();
+            }
+            await registries.open.write({ clientId: 'root', roles: ['tenant:manage'] }, tenantKind, { id: 'acme', name: 'Acme' });
         });
         after(async () => {
             await db.close();
@@ -238,18 +240,18 @@ for (const dialect of DIALECTS) {
                 [{ url: 'http://public.example/x' }, [{ path: 'url', message: 'url: http URLs are not allowed by the outbound policy (OUTBOUND_URL_ALLOW_HTTP is off)' }]]
             ];
             for (const [fields, details] of cases) {
-                const err = await expect(registries.strict.write(db, acme, 'Beacon', { id: 'b1', ...fields })).to.reject(ValidationError);
+                const err = await expect(registries.strict.write(acme, beaconKind, { id: 'b1', ...fields })).to.reject(ValidationError);
                 expect(err.status).to.equal(400);
                 expect(err.details).to.equal(details);
-                expect(await registries.strict.get(db, acme, 'Beacon', 'b1')).to.be.undefined();
+                expect(await registries.strict.get(acme, beaconKind, 'b1')).to.be.undefined();
             }
         });
 
         it('accepts public URLs, names that do not resolve now (checked again at use), and private ones when the policy allows them', async () => {
-            const strict = await registries.strict.write(db, acme, 'Beacon', { id: 'b2', url: 'https://public.example/x', mirrors: [{ url: 'https://not-registered.example' }] });
+            const strict = await registries.strict.write(acme, beaconKind, { id: 'b2', url: 'https://public.example/x', mirrors: [{ url: 'https://not-registered.example' }] });
             expect(strict.action).to.equal('create');
             for (const url of ['http://127.0.0.1:8080/x', 'https://inside.example', 'https://[fe80::1]/', 'https://meta.example']) {
-                expect((await registries.open.write<{ url: string }>(db, acme, 'Beacon', { id: 'b3', url })).spec.url).to.equal(url);
+                expect((await registries.open.write(acme, beaconKind, { id: 'b3', url })).spec.url).to.equal(url);
             }
         });
     });

@@ -2,7 +2,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { redactSecrets, restoreRedacted } from '../../lib/registry/secrets';
 import { httpKmsProvider } from '../../plugins/kms-http/provider';
-import { kmsConfigKind } from '../../resources/kms-config';
+import { defineKmsConfigKind } from '../../resources/kms-config';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
@@ -38,7 +38,7 @@ describe('secret redaction', () => {
     });
 
     it('takes the destinations of KMS configurations from the registered provider types', () => {
-        const kind = kmsConfigKind(new Map([[httpKmsProvider.type, httpKmsProvider]]), async () => undefined);
+        const kind = defineKmsConfigKind(new Map([[httpKmsProvider.type, httpKmsProvider]]), async () => undefined);
         expect(kind.secretDestinations).to.equal(['providers.*.baseUrl', 'providers.*.auth.tokenUrl']);
         const provider = { id: 'remote', type: 'http', baseUrl: 'https://kms.example', auth: { type: 'oauth2-client-credentials', tokenUrl: 'https://idp.example/token', clientId: 'c', clientSecret: 'cs' } };
         const sentBack = { providers: [{ ...provider, auth: { ...provider.auth, tokenUrl: 'https://evil.example/token', clientSecret: '[redacted]' } }] };

@@ -90,7 +90,7 @@ for (const dialect of DIALECTS) {
             Fs.writeFileSync(file, JSON.stringify({ clientId: 'gc-a-imported', roles: ['issuance:offer'], secret: '!generate' }));
             const lines: string[] = [];
             const log = Pino({ level: 'debug' }, { write: (line: string) => lines.push(line) });
-            const run = () => importConfigFolder({ folder, registry: t.server.registry, db: t.server.db, log, variables: {}, unresolvedPlaceholders: 'fail-tenant' });
+            const run = () => importConfigFolder({ folder, registry: t.server.registry, log, variables: {}, unresolvedPlaceholders: 'fail-tenant' });
             try {
                 const first = (await run()).tenants[0]!;
                 expect(first.status, first.error).to.equal('imported');

@@ -4,6 +4,7 @@ import { manifest } from '../../manifests/default';
 import * as probe from '../fixtures/probe-plugin';
 import { DIALECTS } from '../helpers/databases';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { tenantKind } from '../../resources/tenant';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -151,7 +152,7 @@ for (const dialect of DIALECTS) {
             const t = await startTestServer(dialect, { env: { CONFIG_FOLDER: folder } });
             try {
                 const ctx = { clientId: 'test', roles: [] };
-                const tenant = await t.server.registry.get<{ name: string }>(t.server.db, ctx, 'Tenant', 'demo');
+                const tenant = await t.server.registry.get(ctx, tenantKind, 'demo');
                 expect(tenant!.spec.name).to.equal('Demo tenant');
                 expect(tenant!.ownership).to.equal('file-managed');
                 const audit = await t.server.db.knex('audit_logs').where({ tenant_id: 'demo', kind: 'Tenant' });

@@ -123,7 +123,7 @@ for (const dialect of DIALECTS) {
                 edit('issuance/credentials/pid.json', (spec) => (spec.statusManagement = true));
                 edit('issuance/credentials/mdl.json', (spec) => (spec.keyBinding = false));
                 edit('issuance/issuance.json', (spec) => (spec.refreshTokenEnabled = true));
-                const report = await importConfigFolder({ folder, registry: t.server.registry, db: t.server.db, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'warn' });
+                const report = await importConfigFolder({ folder, registry: t.server.registry, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'warn' });
                 const [result] = report.tenants;
                 expect(result).to.include({ tenantId: 'refused', status: 'failed', created: 0 });
                 expect(result!.error).to.contain('"statusManagement": token status lists are not available yet');

@@ -85,14 +85,14 @@ for (const dialect of DIALECTS) {
                     const file = Path.join(folder, 'out-t', dir, 'imported.json');
                     Fs.mkdirSync(Path.dirname(file), { recursive: true });
                     Fs.writeFileSync(file, JSON.stringify(body('imported', 'https://10.9.8.7/x')));
-                    const report = await importConfigFolder({ folder, registry: strict.t.server.registry, db: strict.t.server.db, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'fail-tenant' });
+                    const report = await importConfigFolder({ folder, registry: strict.t.server.registry, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'fail-tenant' });
                     const [tenant] = report.tenants;
                     expect(tenant!.status, kind).to.equal('failed');
                     expect(tenant!.error).to.contain(`${dir}/imported.json`);
                     expect(tenant!.error).to.contain('url: private address 10.9.8.7 is not allowed by the outbound policy');
                     expect((await strict.t.server.inject({ method: 'GET', url: `${route}/imported`, headers: bearer(strict.token) })).statusCode).to.equal(404);
 
-                    const allowed = await importConfigFolder({ folder, registry: open.t.server.registry, db: open.t.server.db, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'fail-tenant' });
+                    const allowed = await importConfigFolder({ folder, registry: open.t.server.registry, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'fail-tenant' });
                     expect(allowed.tenants[0]!.status, allowed.tenants[0]!.error).to.equal('imported');
                 }
                 finally {

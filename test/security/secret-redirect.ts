@@ -3,6 +3,7 @@ import * as Lab from '@hapi/lab';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -17,8 +18,8 @@ for (const dialect of DIALECTS) {
         let headers: { authorization: string };
         const url = '/api/issuer/webhook-endpoints';
         const storedValue = async (id: string) => {
-            const found = await t.server.registry.get<any>(t.server.db, { tenantId: 'redirect', roles: ['tenant:admin'] } as any, 'WebhookEndpoint', id);
-            return found?.spec.auth.config.value as string | undefined;
+            const found = await t.server.registry.get({ tenantId: 'redirect', roles: ['tenant:admin'] } as any, webhookEndpointKind, id);
+            return found && (found.spec.auth as { config: { value: string } }).config.value;
         };
 
         before(async () => {

@@ -4,7 +4,7 @@ import { tenantContext } from '../../../lib/auth/context';
 import { NotFoundError } from '../../../lib/errors';
 import { pageOf, pageQuery, paginate, type Page } from '../../../lib/http/pagination';
 import type { StoredResource } from '../../../lib/registry/kind';
-import { KEY_CHAIN_USAGES, keyChainSchema, type KeyChain } from '../../../resources/key-chain';
+import { keyChainKind, KEY_CHAIN_USAGES, keyChainSchema, type KeyChain } from '../../../resources/key-chain';
 import type { KeyChainService } from '../services/key-chains';
 
 const READ = ['key:manage', 'key:read', 'tenant:read'];
@@ -64,7 +64,7 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
             handler: async (request) => {
                 const ctx = tenantContext(request);
                 const query = request.query as unknown as Page & { usageType?: string };
-                const all = (await request.server.registry.list<KeyChain>(request.server.db, ctx, 'KeyChain'))
+                const all = (await request.server.registry.list(ctx, keyChainKind))
                     .filter((k) => !query.usageType || k.spec.usageType === query.usageType);
                 const page = paginate(all, query);
                 return { ...page, items: await Promise.all(page.items.map((k) => view(ctx.tenantId, k))) };
@@ -83,7 +83,7 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
             },
             handler: async (request, h) => {
                 const ctx = tenantContext(request);
-                const result = await request.server.registry.write<KeyChain>(request.server.db, ctx, 'KeyChain', request.payload, { mode: 'create' });
+                const result = await request.server.registry.write(ctx, keyChainKind, request.payload, { mode: 'create' });
                 return h.response(await view(ctx.tenantId, result.resource)).code(201);
             }
         },
@@ -104,7 +104,7 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
                 // Only the key itself: WebCrypto exports add members such as key_ops and ext.
                 const { kty, crv, x, y, d } = privateJwk;
                 const spec = { ...rest, type: 'standalone', keySource: { type: 'private-jwk', privateJwk: { kty, crv, x, y, d }, certificateChain } };
-                const result = await request.server.registry.write<KeyChain>(request.server.db, ctx, 'KeyChain', spec, { mode: 'create' });
+                const result = await request.server.registry.write(ctx, keyChainKind, spec, { mode: 'create' });
                 return h.response(await view(ctx.tenantId, result.resource)).code(201);
             }
         },
@@ -120,7 +120,7 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
             },
             handler: async (request) => {
                 const ctx = tenantContext(request);
-                const found = await request.server.registry.get<KeyChain>(request.server.db, ctx, 'KeyChain', request.params.id as string);
+                const found = await request.server.registry.get(ctx, keyChainKind, request.params.id as string);
                 if (!found) {
                     throw new NotFoundError('Key chain not found');
                 }
@@ -141,7 +141,7 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
                 const ctx = tenantContext(request);
                 const id = request.params.id as string;
                 const body = request.payload as KeyChain;
-                const result = await request.server.registry.write<KeyChain>(request.server.db, ctx, 'KeyChain', { ...body, id }, { mode: 'update' });
+                const result = await request.server.registry.write(ctx, keyChainKind, { ...body, id }, { mode: 'update' });
                 return view(ctx.tenantId, result.resource);
             }
         },
@@ -155,7 +155,7 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
                 validate: { params }
             },
             handler: async (request, h) => {
-                await request.server.registry.remove(request.server.db, tenantContext(request), 'KeyChain', request.params.id as string);
+                await request.server.registry.remove(tenantContext(request), keyChainKind, request.params.id as string);
                 return h.response().code(204);
             }
         },
@@ -171,12 +171,12 @@ export const keyChainRoutes = (keyChains: KeyChainService): ServerRoute[] => {
             },
             handler: async (request) => {
                 const ctx = tenantContext(request);
-                const { registry, db } = request.server;
-                const found = await registry.get<KeyChain>(db, ctx, 'KeyChain', request.params.id as string);
+                const { registry } = request.server;
+                const found = await registry.get(ctx, keyChainKind, request.params.id as string);
                 if (!found) {
                     throw new NotFoundError('Key chain not found');
                 }
-                const result = await registry.write<KeyChain>(db, ctx, 'KeyChain', { ...found.spec, keySource: { type: 'regenerate' } }, { mode: 'update' });
+                const result = await registry.write(ctx, keyChainKind, { ...found.spec, keySource: { type: 'regenerate' } }, { mode: 'update' });
                 return view(ctx.tenantId, result.resource);
             }
         }

@@ -3,7 +3,7 @@ import Joi from 'joi';
 import { tenantContext } from '../../../lib/auth/context';
 import { NotFoundError } from '../../../lib/errors';
 import { redactSecrets, restoreRedacted } from '../../../lib/registry/secrets';
-import type { KmsConfig } from '../../../resources/kms-config';
+import { kmsConfigKind, type KmsConfig } from '../../../resources/kms-config';
 import type { KmsService } from '../services/kms-service';
 import { checkTenantKmsConfig } from '../tenant-policy';
 
@@ -41,8 +41,8 @@ export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.Objec
         },
         handler: async (request) => {
             const ctx = tenantContext(request);
-            const kind = request.server.registry.kind<KmsConfig>('KmsConfig');
-            const found = await request.server.registry.get<KmsConfig>(request.server.db, ctx, 'KmsConfig');
+            const kind = request.server.registry.kind(kmsConfigKind);
+            const found = await request.server.registry.get(ctx, kmsConfigKind);
             if (!found) {
                 throw new NotFoundError('This tenant has no KMS configuration of its own');
             }
@@ -61,11 +61,11 @@ export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.Objec
         },
         handler: async (request) => {
             const ctx = tenantContext(request);
-            const kind = request.server.registry.kind<KmsConfig>('KmsConfig');
-            const stored = await request.server.registry.get<KmsConfig>(request.server.db, ctx, 'KmsConfig');
+            const kind = request.server.registry.kind(kmsConfigKind);
+            const stored = await request.server.registry.get(ctx, kmsConfigKind);
             const config = restoreRedacted(request.payload as KmsConfig, stored?.spec, kind);
             await checkTenantKmsConfig(config, request.server.app.config.outbound);
-            const result = await request.server.registry.write<KmsConfig>(request.server.db, ctx, 'KmsConfig', config);
+            const result = await request.server.registry.write(ctx, kmsConfigKind, config);
             return redactSecrets(result.spec, kind.secrets);
         }
     },
@@ -78,7 +78,7 @@ export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.Objec
             auth: { access: { scope: WRITE } }
         },
         handler: async (request, h) => {
-            await request.server.registry.remove(request.server.db, tenantContext(request), 'KmsConfig');
+            await request.server.registry.remove(tenantContext(request), kmsConfigKind);
             return h.response().code(204);
         }
     }

@@ -6,7 +6,7 @@ import { NotFoundError, ValidationError } from '../../../lib/errors';
 import { certificatePublicJwk, issueLeafCertificate, issueRootCertificate, parsePem, toPem, type RawSigner } from '../../../lib/kms/certificates';
 import type { KeyStore, PublicJwk } from '../../../lib/kms/types';
 import { tenantOf, type StoreScope } from '../../../lib/registry/kind';
-import type { KeyChain, KeyChainMaterial, KeySource } from '../../../resources/key-chain';
+import type { ExportedKeySource, KeyChain, KeyChainMaterial, KeySource } from '../../../resources/key-chain';
 import type { KmsService } from './kms-service';
 
 const ROOT_CA_VALIDITY_DAYS = 3650;
@@ -163,6 +163,19 @@ export class KeyChainService implements KeyChainMaterial {
             return current.kmsProvider === keySource.provider && current.keyRef === keySource.externalKeyId;
         }
         return keySource.type === 'generate';
+    }
+
+    async exportKeySource(scope: StoreScope, id: string): Promise<ExportedKeySource> {
+        const tenantId = tenantOf(scope);
+        const current = await this.rows(scope).findById([tenantId, id]);
+        if (!current) {
+            throw new NotFoundError(`Key chain ${id} has no key material`);
+        }
+        const provider = (await this.deps.kms.effectiveConfig(tenantId)).providers.find((p) => p.id === current.kmsProvider);
+        if (provider?.type === 'db') {
+            return { type: 'required', publicJwk: current.publicJwk };
+        }
+        return { type: 'external-reference', provider: current.kmsProvider, externalKeyId: current.keyRef, publicJwk: current.publicJwk };
     }
 
     async remove(scope: StoreScope, id: string): Promise<void> {

@@ -6,7 +6,7 @@ import type { Logger } from '../../../lib/logging';
 import type { OutboundPolicy } from '../../../lib/outbound';
 import type { Registry } from '../../../lib/registry/registry';
 import { canonicalJson } from '../../../lib/registry/diff';
-import { mergeKmsConfigs, type KmsConfig, type KmsProviderEntry } from '../../../resources/kms-config';
+import { kmsConfigKind, mergeKmsConfigs, type KmsConfig, type KmsProviderEntry } from '../../../resources/kms-config';
 import type { JWK } from 'jose';
 
 export interface ProviderHealth {
@@ -60,7 +60,7 @@ export class KmsService {
         if (cached && Date.now() - cached.at < CONFIG_TTL_MS) {
             return cached;
         }
-        const tenant = await this.deps.registry.get<KmsConfig>(this.deps.db, { tenantId, clientId: 'system:kms', roles: [] }, 'KmsConfig');
+        const tenant = await this.deps.registry.get({ tenantId, clientId: 'system:kms', roles: [] }, kmsConfigKind);
         const config = mergeKmsConfigs(this.deps.globalConfig(), tenant?.spec);
         const guarded = new Set(tenant && tenant.ownership !== 'file-managed' ? tenant.spec.providers.map((p) => p.id) : []);
         const entry = { config, guarded, at: Date.now() };
@@ -70,7 +70,7 @@ export class KmsService {
 
     /** Whether a provider comes from the tenant's own configuration (not the shared global kms.json or db). */
     async isTenantProvider(tenantId: string, providerId: string): Promise<boolean> {
-        const own = await this.deps.registry.get<KmsConfig>(this.deps.db, { tenantId, clientId: 'system:kms', roles: [] }, 'KmsConfig');
+        const own = await this.deps.registry.get({ tenantId, clientId: 'system:kms', roles: [] }, kmsConfigKind);
         return !!own?.spec.providers.some((p) => p.id === providerId) || providerId === 'db';
     }
 

@@ -6,8 +6,8 @@ import { generateClientSecret } from '../../../lib/crypto/secret-hash';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../../lib/errors';
 import { pageOf, pageQuery, paginate, type Page } from '../../../lib/http/pagination';
 import { GENERATE, type TenantContext } from '../../../lib/registry/kind';
-import { tenantIdSchema } from '../../../resources/tenant';
-import { clientIdSchema, clientSchema, tenantOfClient, type Client } from '../../../resources/client';
+import { tenantKind, tenantIdSchema } from '../../../resources/tenant';
+import { clientKind, clientIdSchema, clientSchema, tenantOfClient, type Client } from '../../../resources/client';
 
 const MANAGE = ['tenant:admin', 'tenant:manage'];
 const READ = [...MANAGE, 'tenant:read'];
@@ -108,7 +108,7 @@ export const clientRoutes: ServerRoute[] = [
         handler: async (request) => {
             const query = request.query as unknown as Page & { tenantId?: string };
             const ctx = targetContext(callerContext(request), query.tenantId);
-            const all = await request.server.registry.list<Client>(request.server.db, ctx, 'Client');
+            const all = await request.server.registry.list(ctx, clientKind);
             return paginate(all.map((c) => view(c.spec, ctx.tenantId, c)), query);
         }
     },
@@ -130,10 +130,10 @@ export const clientRoutes: ServerRoute[] = [
             if (!ctx.tenantId && !spec.roles.includes('tenant:manage')) {
                 throw new ValidationError('tenantId is required for a client without tenant:manage', [{ path: 'tenantId', message: 'is required' }]);
             }
-            if (ctx.tenantId && !(await request.server.registry.get(request.server.db, { ...ctx, tenantId: undefined }, 'Tenant', ctx.tenantId))) {
+            if (ctx.tenantId && !(await request.server.registry.get({ ...ctx, tenantId: undefined }, tenantKind, ctx.tenantId))) {
                 throw new NotFoundError(`Tenant ${ctx.tenantId} not found`);
             }
-            const result = await request.server.registry.write<Client>(request.server.db, ctx, 'Client', { ...spec, secret: GENERATE }, { mode: 'create' });
+            const result = await request.server.registry.write(ctx, clientKind, { ...spec, secret: GENERATE }, { mode: 'create' });
             return h.response({ ...view(result.spec, ctx.tenantId, result.resource), clientSecret: result.generated!.secret }).code(201);
         }
     },
@@ -149,7 +149,7 @@ export const clientRoutes: ServerRoute[] = [
         },
         handler: async (request) => {
             const ctx = await clientContext(request);
-            const found = await request.server.registry.get<Client>(request.server.db, ctx, 'Client', request.params.clientId as string);
+            const found = await request.server.registry.get(ctx, clientKind, request.params.clientId as string);
             if (!found) {
                 throw new NotFoundError('Client not found');
             }
@@ -169,8 +169,8 @@ export const clientRoutes: ServerRoute[] = [
         handler: async (request) => {
             const caller = callerContext(request);
             const ctx = await clientContext(request);
-            const { registry, db } = request.server;
-            const found = await registry.get<Client>(db, ctx, 'Client', request.params.clientId as string);
+            const { registry } = request.server;
+            const found = await registry.get(ctx, clientKind, request.params.clientId as string);
             if (!found) {
                 throw new NotFoundError('Client not found');
             }
@@ -178,7 +178,7 @@ export const clientRoutes: ServerRoute[] = [
             if (patch.roles) {
                 checkGrant(caller, patch.roles);
             }
-            const result = await registry.write<Client>(db, ctx, 'Client', { ...found.spec, ...patch }, { mode: 'update' });
+            const result = await registry.write(ctx, clientKind, { ...found.spec, ...patch }, { mode: 'update' });
             return view(result.spec, ctx.tenantId, result.resource);
         }
     },
@@ -193,7 +193,7 @@ export const clientRoutes: ServerRoute[] = [
         },
         handler: async (request, h) => {
             const ctx = await clientContext(request);
-            await request.server.registry.remove(request.server.db, ctx, 'Client', request.params.clientId as string);
+            await request.server.registry.remove(ctx, clientKind, request.params.clientId as string);
             return h.response().code(204);
         }
     },
@@ -209,13 +209,13 @@ export const clientRoutes: ServerRoute[] = [
         },
         handler: async (request) => {
             const ctx = await clientContext(request);
-            const { registry, db } = request.server;
-            const found = await registry.get<Client>(db, ctx, 'Client', request.params.clientId as string);
+            const { registry } = request.server;
+            const found = await registry.get(ctx, clientKind, request.params.clientId as string);
             if (!found) {
                 throw new NotFoundError('Client not found');
             }
             const clientSecret = generateClientSecret();
-            await registry.write<Client>(db, ctx, 'Client', { ...found.spec, secret: clientSecret }, { mode: 'update' });
+            await registry.write(ctx, clientKind, { ...found.spec, secret: clientSecret }, { mode: 'update' });
             return { clientSecret };
         }
     }

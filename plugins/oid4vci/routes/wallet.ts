@@ -3,12 +3,11 @@ import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { NotFoundError, OAuthError } from '../../../lib/errors';
 import { tenantIdSchema } from '../../../resources/tenant';
-import type { KeyChain } from '../../../resources/key-chain';
+import { keyChainKind } from '../../../resources/key-chain';
 import { systemContext, type Issuer } from '../issuer';
 import type { CredentialService } from '../services/credentials';
 import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
-import type { IssuanceData } from '../services/offers';
 import type { TokenEndpoint } from '../services/tokens';
 import type { SessionService } from '../../../lib/sessions/session-service';
 import type { Config } from '../../../lib/config';
@@ -77,8 +76,8 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request) => {
                 const tenantId = request.params.tenant as string;
                 await known(tenantId);
-                const { registry, db, signing } = request.server;
-                const chains = await registry.list<KeyChain>(db, systemContext(tenantId), 'KeyChain');
+                const { registry, signing } = request.server;
+                const chains = await registry.list(systemContext(tenantId), keyChainKind);
                 return { keys: await Promise.all(chains.map((c) => signing.publicJwk(tenantId, c.spec.id))) };
             }
         },
@@ -88,7 +87,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             options: { ...protocol, validate: { params: tenantParams.keys({ id: Joi.string().max(64).required() }) }, description: 'A credential offer by reference' },
             handler: async (request, h) => {
                 const tenantId = request.params.tenant as string;
-                const session = await deps.sessions.findBy(tenantId, 'offerId', request.params.id as string);
+                const session = await deps.sessions.findBy('issuance', tenantId, 'offerId', request.params.id as string);
                 bindSession(request, session, 'offer');
                 const gone = () => new NotFoundError('Unknown or already used credential offer');
                 if (!session || session.status !== 'active' || (session.expiresAt && Date.parse(session.expiresAt) <= Date.now())) {
@@ -99,7 +98,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                     throw gone();
                 }
                 sessionLog(request).info({ event: 'flow_start' }, 'credential offer fetched');
-                return noStore(h.response((session.data as unknown as IssuanceData).offer));
+                return noStore(h.response(session.data.offer));
             }
         },
         {

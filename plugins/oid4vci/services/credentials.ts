@@ -1,23 +1,21 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { Config } from '../../../lib/config';
-import type { Database } from '../../../lib/db/database';
-import type { Session } from '../../../lib/sessions/session-service';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import { outboundRequest } from '../../../lib/outbound';
 import type { Registry } from '../../../lib/registry/registry';
-import type { SessionService } from '../../../lib/sessions/session-service';
+import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
 import { sessionLog } from '../../../lib/session-log';
-import type { AttributeProvider } from '../../../resources/attribute-provider';
+import { attributeProviderKind } from '../../../resources/attribute-provider';
 import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
 import type { SigningService } from '../../kms/services/signing';
 import { completeClaims, flattenFields, type Path } from '../formats/claims';
 import { issueMdoc } from '../formats/mdoc';
 import { issueSdJwtVc } from '../formats/sd-jwt';
 import { systemContext, tenantUrl, type Issuer } from '../issuer';
-import type { ClaimSource, IssuanceData } from './offers';
+import type { ClaimSource } from './offers';
 
 export const C_NONCE_TTL_SECONDS = 300;
 const PROOF_MAX_AGE_SECONDS = 300;
@@ -46,7 +44,6 @@ export class CredentialService {
         singleUse: SingleUseStore;
         signing: SigningService;
         registry: Registry;
-        db: Database;
         log: Logger;
     }) {}
 
@@ -56,7 +53,7 @@ export class CredentialService {
         return nonce;
     }
 
-    async issue(session: Session, body: CredentialRequest): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
+    async issue(session: LiveSession<'issuance'>, body: CredentialRequest): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
         const { issuer } = this.deps;
         const tenantId = session.tenantId;
         if (['completed', 'failed', 'expired'].includes(session.status)) {
@@ -89,7 +86,7 @@ export class CredentialService {
         const notificationId = Crypto.randomBytes(16).toString('base64url');
         // Appended without losing a concurrent request's id; a first issuance also moves active to fetched.
         const entry = { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() };
-        await this.deps.sessions.mutateData<IssuanceData>(session, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
+        await this.deps.sessions.mutateData<'issuance'>(session, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
         sessionLog(session).info({ event: 'credential_issued', credentialConfigurationId: configId, format: credential.config.format, count: credentials.length }, 'credential issued');
         return { credentials, notification_id: notificationId };
     }
@@ -185,8 +182,8 @@ export class CredentialService {
     }
 
     /** Claims from the offer, else from the attribute provider, with field defaults; mandatory ones must be there. */
-    private async claims(session: Session, credential: CredentialConfig): Promise<Record<string, unknown>> {
-        const data = session.data as unknown as IssuanceData;
+    private async claims(session: LiveSession<'issuance'>, credential: CredentialConfig): Promise<Record<string, unknown>> {
+        const { data } = session;
         const source: ClaimSource | undefined = data.claims[credential.id]
             ?? (credential.attributeProviderId ? { type: 'attributeProvider', attributeProviderId: credential.attributeProviderId } : undefined);
         const given = source?.type === 'inline' ? source.claims : source ? await this.fromProvider(session, credential, source.attributeProviderId) : {};
@@ -207,8 +204,8 @@ export class CredentialService {
         return fields.map((f) => ({ ...f, path: f.path.length === 1 ? [f.namespace ?? credential.config.docType!, f.path[0]!] : f.path }));
     }
 
-    private async fromProvider(session: Session, credential: CredentialConfig, providerId: string): Promise<Record<string, unknown>> {
-        const provider = await this.deps.registry.get<AttributeProvider>(this.deps.db, systemContext(session.tenantId), 'AttributeProvider', providerId);
+    private async fromProvider(session: LiveSession<'issuance'>, credential: CredentialConfig, providerId: string): Promise<Record<string, unknown>> {
+        const provider = await this.deps.registry.get(systemContext(session.tenantId), attributeProviderKind, providerId);
         if (!provider) {
             throw credentialError('credential_request_denied', `Attribute provider ${providerId} does not exist`);
         }

@@ -1,11 +1,9 @@
 import type { Config } from '../../../lib/config';
-import type { Session } from '../../../lib/sessions/session-service';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
-import type { SessionService } from '../../../lib/sessions/session-service';
+import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
 import { sessionLog } from '../../../lib/session-log';
 import { deliverWebhook } from '../../../lib/webhooks';
-import type { IssuanceData } from './offers';
 
 export const NOTIFICATION_EVENTS = ['credential_accepted', 'credential_failure', 'credential_deleted'] as const;
 
@@ -23,7 +21,7 @@ export interface NotificationRequest {
 export class NotificationService {
     constructor(private readonly deps: { config: Config; sessions: SessionService; log: Logger }) {}
 
-    async notify(session: Session, body: NotificationRequest): Promise<void> {
+    async notify(session: LiveSession<'issuance'>, body: NotificationRequest): Promise<void> {
         const { notification_id: notificationId, event } = body;
         if (!notificationId || !event) {
             throw new OAuthError(400, 'invalid_notification_request', 'notification_id and event are required');
@@ -31,7 +29,7 @@ export class NotificationService {
         if (!(NOTIFICATION_EVENTS as readonly string[]).includes(event)) {
             throw new OAuthError(400, 'invalid_notification_request', `event must be one of ${NOTIFICATION_EVENTS.join(', ')}`);
         }
-        const data = session.data as unknown as IssuanceData;
+        const { data } = session;
         const issued = data.issued.find((i) => i.notificationId === notificationId);
         if (!issued) {
             throw new OAuthError(400, 'invalid_notification_id', 'The notification_id does not belong to this session');
@@ -40,7 +38,7 @@ export class NotificationService {
             throw new OAuthError(400, 'invalid_notification_request', `The issuance session is ${session.status}; notifications are taken while it is fetched`);
         }
         const recordedEvent = { notificationId, event, ...(body.event_description ? { description: body.event_description } : {}), at: new Date().toISOString() };
-        await this.deps.sessions.mutateData<IssuanceData>(session, (current) => ({ ...current, events: [...current.events, recordedEvent] }));
+        await this.deps.sessions.mutateData<'issuance'>(session, (current) => ({ ...current, events: [...current.events, recordedEvent] }));
 
         // The target was resolved when the offer was created (spec 6.2).
         if (data.webhook) {

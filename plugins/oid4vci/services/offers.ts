@@ -1,11 +1,10 @@
 import Crypto from 'node:crypto';
 import Joi from 'joi';
 import type { Config } from '../../../lib/config';
-import type { Database } from '../../../lib/db/database';
 import type { Logger } from '../../../lib/logging';
 import type { Registry } from '../../../lib/registry/registry';
 import type { WebhookTarget } from '../../../lib/webhooks';
-import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
+import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import { ValidationError } from '../../../lib/errors';
 import type { TenantContext } from '../../../lib/registry/kind';
 import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
@@ -68,10 +67,16 @@ export interface IssuanceData {
     events: Array<{ notificationId: string; event: string; description?: string; at: string }>;
 }
 
+declare module '../../../lib/sessions/session-service' {
+    interface SessionDataTypes {
+        issuance: IssuanceData;
+    }
+}
+
 const GENERATED_TX_CODE_LENGTH = 6;
 
 export class OfferService {
-    constructor(private readonly deps: { config: Config; issuer: Issuer; sessions: SessionService; registry: Registry; db: Database; log: Logger }) {}
+    constructor(private readonly deps: { config: Config; issuer: Issuer; sessions: SessionService; registry: Registry; log: Logger }) {}
 
     async create(ctx: TenantContext & { tenantId: string }, request: OfferRequest): Promise<{ session: string; uri: string; tx_code?: string }> {
         if (request.flow !== 'pre_authorized_code') {
@@ -125,7 +130,7 @@ export class OfferService {
             offerId: request.byReference ? offerId : null,
             codeHash: sha256Hex(code),
             expiresAt,
-            data: data as unknown as Record<string, unknown>
+            data
         });
         const uri = request.byReference
             ? `openid-credential-offer://?credential_offer_uri=${encodeURIComponent(`${baseUrl}/vci/credential-offers/${offerId}`)}`
@@ -134,7 +139,7 @@ export class OfferService {
     }
 
     private async webhook(ctx: TenantContext, id: string): Promise<WebhookTarget | undefined> {
-        const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, ctx, 'WebhookEndpoint', id);
+        const endpoint = await this.deps.registry.get(ctx, webhookEndpointKind, id);
         if (!endpoint) {
             this.deps.log.warn({ webhookEndpointId: id }, 'webhook endpoint of the offer does not exist; no notification webhook will be sent');
             return undefined;

@@ -1,11 +1,11 @@
 import Crypto from 'node:crypto';
 import { OAuthError } from '../../../lib/errors';
-import type { Session } from '../../../lib/sessions/session-service';
+import type { LiveSession, Session } from '../../../lib/sessions/session-service';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
 import { bindSession, sessionLog } from '../../../lib/session-log';
 import type { Issuer } from '../issuer';
-import { PRE_AUTHORIZED_GRANT, type IssuanceData, type OfferService } from './offers';
+import { PRE_AUTHORIZED_GRANT, type OfferService } from './offers';
 
 export const ACCESS_TOKEN_TTL_SECONDS = 300;
 
@@ -56,14 +56,14 @@ export class TokenEndpoint {
             throw new OAuthError(400, 'invalid_dpop_proof', 'This issuer requires a DPoP proof');
         }
 
-        const session = await sessions.findBy(request.tenantId, 'codeHash', sha256Hex(code));
-        if (!session || session.type !== 'issuance') {
+        const session = await sessions.findBy('issuance', request.tenantId, 'codeHash', sha256Hex(code));
+        if (!session) {
             throw invalidGrant('The pre-authorized code is not valid');
         }
         bindSession(request, session, 'token');
         const retentionSeconds = await offers.retentionSeconds(request.tenantId);
         this.checkRedeemable(session, retentionSeconds);
-        const data = session.data as unknown as IssuanceData;
+        const { data } = session;
         if (data.txCodeHash) {
             if (!body.tx_code) {
                 throw new OAuthError(400, 'invalid_request', 'tx_code is required');
@@ -79,7 +79,7 @@ export class TokenEndpoint {
             codeUsedAt: new Date().toISOString(),
             accessTokenHash: sha256Hex(accessToken),
             accessTokenExpiresAt: new Date(Date.now() + ACCESS_TOKEN_TTL_SECONDS * 1000).toISOString(),
-            data: { ...data, ...(dpop ? { dpopJkt: dpop.jkt } : {}) } as unknown as Record<string, unknown>
+            data: { ...data, ...(dpop ? { dpopJkt: dpop.jkt } : {}) }
         }, { isNull: ['codeUsedAt'], status: ['active', 'fetched'] });
         if (!redeemed) {
             // A right tx_code that lost the race to a concurrent request must not answer otherwise than a wrong one.
@@ -123,17 +123,17 @@ export class TokenEndpoint {
     }
 
     /** The session an access token belongs to; checks expiry and the DPoP binding. */
-    async authenticate(request: WalletRequest, authorization: string | undefined): Promise<Session> {
+    async authenticate(request: WalletRequest, authorization: string | undefined): Promise<LiveSession<'issuance'>> {
         const match = /^(Bearer|DPoP)\s+([A-Za-z0-9\-._~+/]+=*)$/i.exec(authorization ?? '');
         if (!match) {
             throw new OAuthError(401, 'invalid_token', 'An access token is required in the Authorization header', { 'WWW-Authenticate': 'Bearer, DPoP algs="ES256"' });
         }
         const [, scheme, token] = match;
-        const session = await this.deps.sessions.findBy(request.tenantId, 'accessTokenHash', sha256Hex(token!));
+        const session = await this.deps.sessions.findBy('issuance', request.tenantId, 'accessTokenHash', sha256Hex(token!));
         if (!session || !session.accessTokenExpiresAt || Date.parse(session.accessTokenExpiresAt) <= Date.now()) {
             throw new OAuthError(401, 'invalid_token', 'The access token is not valid', { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
         }
-        const jkt = (session.data as unknown as IssuanceData).dpopJkt;
+        const jkt = session.data.dpopJkt;
         if (jkt) {
             if (scheme!.toLowerCase() !== 'dpop') {
                 throw new OAuthError(401, 'invalid_token', 'This access token is DPoP-bound: use the DPoP scheme with a proof', { 'WWW-Authenticate': 'DPoP error="invalid_token"' });

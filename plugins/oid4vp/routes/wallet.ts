@@ -25,8 +25,8 @@ const parseForm = (payload: unknown): Record<string, unknown> => {
 
 export const walletRoutes = (deps: { sessions: SessionService; requests: PresentationRequests; responses: PresentationResponses }): ServerRoute[] => {
     const session = async (request: Hapi.Request) => {
-        const found = await deps.sessions.findByWalletNonce(request.params.walletNonce as string);
-        if (!found || found.type !== 'presentation') {
+        const found = await deps.sessions.findByWalletNonce('presentation', request.params.walletNonce as string);
+        if (!found) {
             throw new NotFoundError('Unknown presentation request');
         }
         return found;

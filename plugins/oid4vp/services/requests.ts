@@ -2,19 +2,18 @@ import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import Joi from 'joi';
 import type { Config } from '../../../lib/config';
-import type { Database } from '../../../lib/db/database';
 import { OAuthError, ValidationError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import { checkUrl, OutboundBlockedError } from '../../../lib/outbound';
 import type { TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
-import type { Session, SessionService } from '../../../lib/sessions/session-service';
+import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
 import type { WebhookTarget } from '../../../lib/webhooks';
-import type { KeyChain } from '../../../resources/key-chain';
+import { keyChainKind } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { skewSecondsSchema, withTenantUrl, type PresentationConfig } from '../../../resources/presentation-config';
+import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type PresentationConfig } from '../../../resources/presentation-config';
 import { checkTransactionDataCredentialIds, transactionDataEntrySchema, type TransactionData } from '../../../resources/presentation/transaction-data';
-import type { WebhookEndpoint } from '../../../resources/webhook-endpoint';
+import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
 
 export interface InlineWebhook extends WebhookTarget {
@@ -74,12 +73,18 @@ export interface PresentationData {
     result?: { outcome: Record<string, unknown>; credentials?: Array<Record<string, unknown>>; rawTokens?: Record<string, unknown[]> };
 }
 
+declare module '../../../lib/sessions/session-service' {
+    interface SessionDataTypes {
+        presentation: PresentationData;
+    }
+}
+
 const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base64url');
 
 export const REQUEST_OBJECT_TYP = 'oauth-authz-req+jwt';
 
 export class PresentationRequests {
-    constructor(private readonly deps: { config: Config; db: Database; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
+    constructor(private readonly deps: { config: Config; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
 
     private ctx(tenantId: string): TenantContext {
         return { tenantId, clientId: 'system:oid4vp', roles: [] };
@@ -90,7 +95,7 @@ export class PresentationRequests {
         if (config.accessKeyChainId) {
             return config.accessKeyChainId;
         }
-        const chains = await this.deps.registry.list<KeyChain>(this.deps.db, this.ctx(tenantId), 'KeyChain');
+        const chains = await this.deps.registry.list(this.ctx(tenantId), keyChainKind);
         const access = chains.find((c) => c.spec.usageType === 'access');
         if (!access) {
             throw new ValidationError(`Presentation configuration ${config.id} has no accessKeyChainId and the tenant has no access key chain`);
@@ -108,7 +113,7 @@ export class PresentationRequests {
         if (request.response_type !== 'uri') {
             throw new ValidationError(`response_type ${request.response_type} is not available yet`, [{ path: 'response_type', message: 'only uri is supported in this deployment' }]);
         }
-        const stored = await this.deps.registry.get<PresentationConfig>(this.deps.db, ctx, 'PresentationConfig', request.requestId);
+        const stored = await this.deps.registry.get(ctx, presentationConfigKind, request.requestId);
         if (!stored) {
             throw new ValidationError(`Unknown presentation configuration ${request.requestId}`, [{ path: 'requestId', message: 'does not exist' }]);
         }
@@ -155,7 +160,7 @@ export class PresentationRequests {
             reference: request.reference ?? null,
             walletNonce,
             expiresAt: new Date(Date.now() + (config.lifeTime ?? 300) * 1000).toISOString(),
-            data: data as unknown as Record<string, unknown>
+            data
         });
         const requestUri = `${this.deps.config.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
         const uri = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
@@ -184,7 +189,7 @@ export class PresentationRequests {
         if (!webhookEndpointId) {
             return undefined;
         }
-        const endpoint = await this.deps.registry.get<WebhookEndpoint>(this.deps.db, ctx, 'WebhookEndpoint', webhookEndpointId);
+        const endpoint = await this.deps.registry.get(ctx, webhookEndpointKind, webhookEndpointId);
         if (!endpoint) {
             this.deps.log.warn({ tenantId: ctx.tenantId, webhookEndpointId }, 'webhook endpoint of the presentation configuration does not exist; no presentation webhook will be sent');
             return undefined;
@@ -193,8 +198,8 @@ export class PresentationRequests {
     }
 
     /** The signed request object (JAR); the first fetch moves the session from active to fetched. */
-    async requestObject(session: Session, walletNonceParam?: string): Promise<string> {
-        const data = session.data as unknown as PresentationData;
+    async requestObject(session: LiveSession<'presentation'>, walletNonceParam?: string): Promise<string> {
+        const { data } = session;
         if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
             throw new OAuthError(400, 'invalid_request', 'The presentation session has expired');
         }

@@ -4,7 +4,7 @@ import type { Config } from '../../../lib/config';
 import { decryptEcdhEs } from '../../../lib/crypto/ecdh-es';
 import { OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
-import type { Session, SessionPatch, SessionService } from '../../../lib/sessions/session-service';
+import type { LiveSession, Session, SessionPatch, SessionService } from '../../../lib/sessions/session-service';
 import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
 import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
 import { verifySdJwtPresentation } from '../../../lib/verify/sd-jwt-vc';
@@ -48,8 +48,8 @@ const b64urlSha256 = (value: string) => Crypto.createHash('sha256').update(value
 export class PresentationResponses {
     constructor(private readonly deps: { config: Config; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
 
-    async receive(session: Session, form: Record<string, unknown>): Promise<WalletAnswer> {
-        const data = session.data as unknown as PresentationData;
+    async receive(session: LiveSession<'presentation'>, form: Record<string, unknown>): Promise<WalletAnswer> {
+        const { data } = session;
         if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
             throw new OAuthError(400, 'invalid_request', EXPIRED);
         }
@@ -89,8 +89,8 @@ export class PresentationResponses {
      * responses exactly one is recorded (the others answer "already used"), and a write that fails leaves the session
      * as it was, open for a response that can be recorded, never claimed without an outcome.
      */
-    private async record(session: Session, result: NonNullable<PresentationData['result']>, patch: SessionPatch): Promise<void> {
-        const written = await this.deps.sessions.mutateData<PresentationData>(session, (current) => ({ ...current, result }), patch, { status: ['fetched'], isNull: ['consumedAt'] });
+    private async record(session: Session<'presentation'>, result: NonNullable<PresentationData['result']>, patch: SessionPatch): Promise<void> {
+        const written = await this.deps.sessions.mutateData<'presentation'>(session, (current) => ({ ...current, result }), patch, { status: ['fetched'], isNull: ['consumedAt'] });
         if (!written) {
             throw new OAuthError(400, 'invalid_request', USED);
         }
@@ -130,7 +130,7 @@ export class PresentationResponses {
         }
     }
 
-    private async verify(session: Session, data: PresentationData, vpToken: unknown): Promise<PresentedCredential[]> {
+    private async verify(session: Session<'presentation'>, data: PresentationData, vpToken: unknown): Promise<PresentedCredential[]> {
         if (!vpToken || typeof vpToken !== 'object' || Array.isArray(vpToken)) {
             throw new PresentationFailure(undefined, 'Presentation validation failed: vp_token must be an object keyed by credential query id');
         }
@@ -191,7 +191,7 @@ export class PresentationResponses {
         return presented;
     }
 
-    private async succeed(session: Session, data: PresentationData, presented: PresentedCredential[]): Promise<WalletAnswer> {
+    private async succeed(session: Session<'presentation'>, data: PresentationData, presented: PresentedCredential[]): Promise<WalletAnswer> {
         const responseCode = Crypto.randomBytes(24).toString('base64url');
         const queryIds = [...new Set(presented.map((p) => p.queryId))];
         const credentials = queryIds.map((id) => ({ id, values: presented.filter((p) => p.queryId === id).map(presentedValues) }));
@@ -220,7 +220,7 @@ export class PresentationResponses {
         return { status: 200, body: target ? { redirect_uri: this.withParams(target, session.id, { response_code: responseCode }) } : {} };
     }
 
-    private async fail(session: Session, data: PresentationData, failure: PresentationFailure): Promise<WalletAnswer> {
+    private async fail(session: Session<'presentation'>, data: PresentationData, failure: PresentationFailure): Promise<WalletAnswer> {
         // Some reasons quote what the wallet sent (a query id, a KB-JWT typ): recorded display-safe, as spec 2.7 says.
         const message = displaySafe(failure.message);
         const outcome = {
@@ -239,7 +239,7 @@ export class PresentationResponses {
         return { status: 400, body };
     }
 
-    private async walletError(session: Session, data: PresentationData, { error, description }: WalletError): Promise<WalletAnswer> {
+    private async walletError(session: Session<'presentation'>, data: PresentationData, { error, description }: WalletError): Promise<WalletAnswer> {
         const message = `Wallet error: ${error}: ${description}`;
         const outcome = { result: 'failed', error, message };
         await this.record(session, { outcome }, { status: 'failed', failureCode: error.slice(0, 64), errorReason: message.slice(0, 1000) });
@@ -252,7 +252,7 @@ export class PresentationResponses {
      * Spec 6.2/6.3: one attempt to the target resolved when the request was made; failures are logged and change
      * nothing; a `{redirectUri}` answer overrides the redirect.
      */
-    private async notify(session: Session, data: PresentationData, body: object): Promise<string | undefined> {
+    private async notify(session: Session<'presentation'>, data: PresentationData, body: object): Promise<string | undefined> {
         if (!data.webhook) {
             return undefined;
         }

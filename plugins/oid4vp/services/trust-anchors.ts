@@ -1,8 +1,7 @@
-import type { Database } from '../../../lib/db/database';
 import type { Registry } from '../../../lib/registry/registry';
 import { VerificationFailure } from '../../../lib/verify/failures';
 import type { TrustAnchor } from '../../../lib/verify/trust';
-import type { TrustList } from '../../../resources/trust-list';
+import { trustListKind, type TrustList } from '../../../resources/trust-list';
 
 interface TrustedAuthorityQuery {
     type: string;
@@ -25,8 +24,8 @@ const CACHE_TTL_MS = 10_000;
 export class TrustAnchors {
     private readonly cache = new Map<string, { at: number; lists: Promise<TrustList[]> }>();
 
-    constructor(private readonly deps: { db: Database; registry: Registry }) {
-        deps.registry.onChange('TrustList', (tenantId) => tenantId && this.cache.delete(tenantId));
+    constructor(private readonly deps: { registry: Registry }) {
+        deps.registry.onChange(trustListKind, (tenantId) => tenantId && this.cache.delete(tenantId));
     }
 
     /** The tenant's trust lists, cached until one changes here (another replica's change within CACHE_TTL_MS). */
@@ -35,7 +34,7 @@ export class TrustAnchors {
         if (hit && Date.now() - hit.at < CACHE_TTL_MS) {
             return hit.lists;
         }
-        const lists = this.deps.registry.list<TrustList>(this.deps.db, { tenantId, clientId: 'system:oid4vp', roles: [] }, 'TrustList').then((all) => all.map((l) => l.spec));
+        const lists = this.deps.registry.list({ tenantId, clientId: 'system:oid4vp', roles: [] }, trustListKind).then((all) => all.map((l) => l.spec));
         lists.catch(() => this.cache.delete(tenantId));
         this.cache.set(tenantId, { at: Date.now(), lists });
         return lists;

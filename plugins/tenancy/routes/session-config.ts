@@ -2,20 +2,19 @@ import type { ServerRoute } from '@hapi/hapi';
 import { tenantContext } from '../../../lib/auth/context';
 import { NotFoundError } from '../../../lib/errors';
 import type { Registry } from '../../../lib/registry/registry';
-import type { Database } from '../../../lib/db/database';
 import type { TenantContext } from '../../../lib/registry/kind';
-import { sessionConfigSchema, type SessionConfig, type Tenant } from '../../../resources/tenant';
+import { tenantKind, sessionConfigSchema, type SessionConfig } from '../../../resources/tenant';
 
 // spec 4.6: issuance:manage or presentation:manage (aliases of the *:config roles), and tenant:admin.
 const MANAGE = ['issuance:config', 'presentation:config', 'tenant:admin'];
 
 /** Session settings live on the tenant document, so changes go through the Tenant kind's write path and audit. */
-const updateTenant = async (registry: Registry, db: Database, ctx: TenantContext & { tenantId: string }, sessionConfig: SessionConfig | null) => {
-    const tenant = await registry.get<Tenant>(db, ctx, 'Tenant', ctx.tenantId);
+const updateTenant = async (registry: Registry, ctx: TenantContext & { tenantId: string }, sessionConfig: SessionConfig | null) => {
+    const tenant = await registry.get(ctx, tenantKind, ctx.tenantId);
     if (!tenant) {
         throw new NotFoundError('Tenant not found');
     }
-    await registry.write<Tenant>(db, ctx, 'Tenant', { ...tenant.spec, sessionConfig }, { mode: 'update' });
+    await registry.write(ctx, tenantKind, { ...tenant.spec, sessionConfig }, { mode: 'update' });
 };
 
 export const sessionConfigRoutes: ServerRoute[] = [
@@ -31,7 +30,7 @@ export const sessionConfigRoutes: ServerRoute[] = [
         },
         handler: async (request) => {
             const config = request.payload as SessionConfig;
-            await updateTenant(request.server.registry, request.server.db, tenantContext(request), config);
+            await updateTenant(request.server.registry, tenantContext(request), config);
             return config;
         }
     },
@@ -44,7 +43,7 @@ export const sessionConfigRoutes: ServerRoute[] = [
             auth: { access: { scope: MANAGE } }
         },
         handler: async (request, h) => {
-            await updateTenant(request.server.registry, request.server.db, tenantContext(request), null);
+            await updateTenant(request.server.registry, tenantContext(request), null);
             return h.response().code(204);
         }
     }

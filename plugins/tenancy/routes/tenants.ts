@@ -4,7 +4,7 @@ import { callerContext } from '../../../lib/auth/context';
 import { NotFoundError } from '../../../lib/errors';
 import { pageOf, pageQuery, paginate, type Page } from '../../../lib/http/pagination';
 import type { StoredResource } from '../../../lib/registry/kind';
-import { tenantIdSchema, tenantSchema, type Tenant } from '../../../resources/tenant';
+import { tenantKind, tenantIdSchema, tenantSchema, type Tenant } from '../../../resources/tenant';
 
 const MANAGE = ['tenant:manage'];
 
@@ -32,7 +32,7 @@ export const tenantRoutes: ServerRoute[] = [
             response: { status: { 200: pageOf(tenantView, 'TenantPage') } }
         },
         handler: async (request) => {
-            const all = await request.server.registry.list<Tenant>(request.server.db, callerContext(request), 'Tenant');
+            const all = await request.server.registry.list(callerContext(request), tenantKind);
             return paginate(all.map(view), request.query as unknown as Page);
         }
     },
@@ -47,7 +47,7 @@ export const tenantRoutes: ServerRoute[] = [
             response: { status: { 201: tenantView } }
         },
         handler: async (request, h) => {
-            const result = await request.server.registry.write<Tenant>(request.server.db, callerContext(request), 'Tenant', request.payload, { mode: 'create' });
+            const result = await request.server.registry.write(callerContext(request), tenantKind, request.payload, { mode: 'create' });
             return h.response(view(result.resource)).code(201);
         }
     },
@@ -62,7 +62,7 @@ export const tenantRoutes: ServerRoute[] = [
             response: { status: { 200: tenantView } }
         },
         handler: async (request) => {
-            const found = await request.server.registry.get<Tenant>(request.server.db, callerContext(request), 'Tenant', request.params.id as string);
+            const found = await request.server.registry.get(callerContext(request), tenantKind, request.params.id as string);
             if (!found) {
                 throw new NotFoundError('Tenant not found');
             }
@@ -80,13 +80,13 @@ export const tenantRoutes: ServerRoute[] = [
             response: { status: { 200: tenantView } }
         },
         handler: async (request) => {
-            const { registry, db } = request.server;
+            const { registry } = request.server;
             const ctx = callerContext(request);
-            const found = await registry.get<Tenant>(db, ctx, 'Tenant', request.params.id as string);
+            const found = await registry.get(ctx, tenantKind, request.params.id as string);
             if (!found) {
                 throw new NotFoundError('Tenant not found');
             }
-            const result = await registry.write<Tenant>(db, ctx, 'Tenant', { ...found.spec, ...(request.payload as Partial<Tenant>) }, { mode: 'update' });
+            const result = await registry.write(ctx, tenantKind, { ...found.spec, ...(request.payload as Partial<Tenant>) }, { mode: 'update' });
             return view(result.resource);
         }
     },
@@ -100,7 +100,7 @@ export const tenantRoutes: ServerRoute[] = [
             validate: { params }
         },
         handler: async (request, h) => {
-            await request.server.registry.remove(request.server.db, callerContext(request), 'Tenant', request.params.id as string);
+            await request.server.registry.remove(callerContext(request), tenantKind, request.params.id as string);
             return h.response().code(204);
         }
     }

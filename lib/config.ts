@@ -1,10 +1,18 @@
 import Path from 'node:path';
 import Joi from 'joi';
+import type { DatabaseOptions, ServiceSecrets } from '../plugins/core/options';
+import type { KmsOptions } from '../plugins/kms/options';
+import type { OAuth2Options } from '../plugins/oauth2/options';
+import type { ObservabilityOptions } from '../plugins/observability';
+import type { SessionLogOptions, SessionsOptions } from '../plugins/sessions/options';
+import type { AuditRetention } from '../plugins/tenancy/options';
+import type { ConfigImportOptions } from './config-import/options';
+import type { OutboundPolicy } from './outbound';
 import { packageVersion } from './package-info';
 
 /**
- * The one place that reads the process environment. Everything else receives a validated, typed `Config`.
- * Booleans accept true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
+ * The one place that reads the process environment: the contractual variable names, validated and mapped into the
+ * options of the plugins (manifests/default.ts passes each plugin its group). Booleans accept true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
  */
 
 const bool = (fallback: boolean) => Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off').default(fallback);
@@ -106,6 +114,10 @@ export type DatabaseConfig =
         ssl?: { rejectUnauthorized: boolean; caPath?: string; certPath?: string; keyPath?: string; passphrase?: string };
     };
 
+/**
+ * The parsed environment. Its groups are the options of the plugins they configure (see manifests/default.ts, which
+ * hands them on), so each shape is declared once, next to the joi schema of its plugin.
+ */
 export interface Config {
     env: 'development' | 'production' | 'test';
     version: string;
@@ -114,21 +126,15 @@ export interface Config {
     publicUrl: string;
     folder: string;
     worker: boolean;
-    db: DatabaseConfig & { migrationsRun: boolean; synchronize: boolean };
+    db: DatabaseOptions;
     /** Module name or path of the manifest to start; the default manifest when absent. */
     manifest?: string;
-    secrets: { masterSecret?: string; encryptionKey?: string; previousEncryptionKeys: string[] };
-    auth: {
-        clientId?: string;
-        clientSecret?: string;
-        tokenTtl: number;
-        oidc?: { issuer: string; internalIssuer?: string; clientId?: string; clientSecret?: string; audience?: string; tenantClaim: string };
-        tenantClaim: string;
-    };
-    sessions: { ttl: number; cleanupMode: 'full' | 'anonymize'; tidyUpInterval: number; issuerMultiConsumption: boolean };
-    kms: { timeoutMs: number };
-    outbound: { allowHttp: boolean; allowPrivateNetwork: boolean; allowedHosts: string[] };
-    configImport: { folder?: string; unresolvedPlaceholders: 'fail-tenant' | 'warn'; variables: Readonly<Record<string, string | undefined>> };
+    secrets: ServiceSecrets;
+    auth: Omit<OAuth2Options, 'publicUrl'> & { tenantClaim: string };
+    sessions: Omit<SessionsOptions, 'sessionLog'> & { issuerMultiConsumption: boolean };
+    kms: Pick<KmsOptions, 'timeoutMs'>;
+    outbound: OutboundPolicy;
+    configImport: ConfigImportOptions;
     log: {
         level: 'debug' | 'info' | 'warn' | 'error';
         http: boolean;
@@ -136,13 +142,13 @@ export interface Config {
         httpResponseBodyMaxLength: number;
         redact: boolean;
         session: boolean;
-        sessionStore: 'off' | 'errors' | 'all' | 'verbose';
+        sessionStore: SessionLogOptions['store'];
         toFile: boolean;
         filePath: string;
     };
-    audit: { retentionDays: number; maxEntriesPerTenant: number };
-    /** `otlpEndpoint`: traces go to an OTLP/HTTP collector when either OTEL_EXPORTER_OTLP_* endpoint is set. */
-    otel: { disabled: boolean; otlpEndpoint?: string; otlpTracesEndpoint?: string };
+    audit: AuditRetention;
+    /** Traces go to an OTLP/HTTP collector when either OTEL_EXPORTER_OTLP_* endpoint is set. */
+    otel: Pick<ObservabilityOptions, 'otlpEndpoint' | 'otlpTracesEndpoint'> & { disabled: boolean };
 }
 
 export class ConfigError extends Error {

@@ -11,11 +11,12 @@ import type { NotificationService } from '../services/notifications';
 import type { IssuanceData } from '../services/offers';
 import type { TokenEndpoint } from '../services/tokens';
 import type { SessionService } from '../../../lib/sessions/session-service';
-import type { Config } from '../../../lib/config';
 import { bindSession, linkRequest, sessionLog } from '../../../lib/session-log';
 
 export interface WalletRouteDeps {
-    config: Config;
+    publicUrl: string;
+    /** An offer may be fetched more than once. */
+    multiConsumption: boolean;
     issuer: Issuer;
     sessions: SessionService;
     metadata: MetadataService;
@@ -41,7 +42,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
     };
     const walletRequest = (request: Hapi.Request) => linkRequest({
         tenantId: request.params.tenant as string,
-        url: `${deps.config.publicUrl}${request.path}`,
+        url: `${deps.publicUrl}${request.path}`,
         method: request.method.toUpperCase(),
         dpop: request.headers.dpop as string | string[] | undefined
     }, request);
@@ -94,7 +95,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                 if (!session || session.status !== 'active' || (session.expiresAt && Date.parse(session.expiresAt) <= Date.now())) {
                     throw gone();
                 }
-                if (!deps.config.sessions.issuerMultiConsumption
+                if (!deps.multiConsumption
                     && !(await deps.sessions.update(session.id, { offerFetchedAt: new Date().toISOString() }, { isNull: ['offerFetchedAt'], status: ['active'] }))) {
                     throw gone();
                 }

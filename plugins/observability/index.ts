@@ -1,7 +1,7 @@
 import type Hapi from '@hapi/hapi';
 import { context, metrics, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer, type UpDownCounter } from '@opentelemetry/api';
 import type { W3CTraceContextPropagator } from '@opentelemetry/core';
-import type { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import type { MeterProvider } from '@opentelemetry/sdk-metrics';
 import type { BasicTracerProvider, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 // The SDK packages cost ~30 MiB of memory; they are loaded only when something will receive spans or metrics.
@@ -12,51 +12,19 @@ const sdk = () => ({
     trace: require('@opentelemetry/sdk-trace-base') as typeof import('@opentelemetry/sdk-trace-base')
 });
 const otlp = () => (require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter;
-import Joi from 'joi';
 import { pluginOptions } from '../../lib/compose';
 import { packageVersion } from '../../lib/package-info';
 import type { SessionStatus, SessionType } from '../../lib/db/models/session';
 import { RequestContextManager } from './context';
+import { observabilityOptionsSchema, type ObservabilityOptions } from './options';
 import { redactUrlQuery } from './redact';
 import { trackRequestSpan } from './span';
 
 export { setSessionOnSpan, requestSpan, SESSION_ID_ATTRIBUTE } from './span';
 export { redactUrlQuery } from './redact';
+export type { ObservabilityOptions } from './options';
 
 export const SESSIONS_METRIC = 'hallmark.sessions';
-
-export interface ObservabilityOptions {
-    /** No traces and no metrics at all (OTEL_SDK_DISABLED). */
-    disabled?: boolean;
-    /** OTLP/HTTP collector base address (OTEL_EXPORTER_OTLP_ENDPOINT); spans go to <endpoint>/v1/traces. */
-    otlpEndpoint?: string;
-    /** OTLP/HTTP traces address (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); wins over `otlpEndpoint`. */
-    otlpTracesEndpoint?: string;
-    /**
-     * Where spans go: an exporter instance (tests pass an InMemorySpanExporter), 'otlp' (OTLP over HTTP, configured
-     * by the standard OTEL_EXPORTER_OTLP_* variables), 'console' or 'none'. Default: 'otlp' when `otlpEndpoint` or
-     * `otlpTracesEndpoint` is set, else 'none'. With no exporter and no
-     * span processor (and no registerGlobal) no spans are made at all.
-     */
-    traceExporter?: SpanExporter | 'otlp' | 'console' | 'none';
-    /** Export each span when it ends instead of in batches (tests, debugging). */
-    simpleSpanProcessor?: boolean;
-    /** Extra span processors. */
-    spanProcessors?: SpanProcessor[];
-    /** Readers of the meter provider, e.g. a PeriodicExportingMetricReader with an exporter. None: the sessions metric is not fed. */
-    metricReaders?: MetricReader[];
-    /** service.name of the resource; default "hallmark". */
-    serviceName?: string;
-    /** Database spans only for queries inside a traced request (default true); false also traces jobs and start-up. */
-    requireParentSpan?: boolean;
-    /**
-     * Also register the tracer and meter providers, the context manager and the W3C propagator with the global
-     * OpenTelemetry API, for other instrumentation in the process. One server per process only. Default false.
-     */
-    registerGlobal?: boolean;
-    /** Size of the memory of last-known session statuses behind the sessions metric; default 10000. */
-    statusMemory?: number;
-}
 
 export interface Telemetry {
     enabled: boolean;
@@ -79,20 +47,6 @@ interface KnexQuery {
 }
 
 const MAX_OPEN_DB_SPANS = 10_000;
-
-const observabilityOptionsSchema = Joi.object<ObservabilityOptions, true>({
-    disabled: Joi.boolean().default(false),
-    otlpEndpoint: Joi.string().uri({ scheme: ['http', 'https'] }),
-    otlpTracesEndpoint: Joi.string().uri({ scheme: ['http', 'https'] }),
-    traceExporter: Joi.alternatives(Joi.string().valid('otlp', 'console', 'none'), Joi.object()),
-    simpleSpanProcessor: Joi.boolean(),
-    spanProcessors: Joi.array().items(Joi.object()),
-    metricReaders: Joi.array().items(Joi.object()),
-    serviceName: Joi.string(),
-    requireParentSpan: Joi.boolean(),
-    registerGlobal: Joi.boolean(),
-    statusMemory: Joi.number().integer().min(1)
-});
 
 type OtlpEndpoints = Pick<ObservabilityOptions, 'otlpEndpoint' | 'otlpTracesEndpoint'>;
 

@@ -121,8 +121,15 @@ export const createServer = async (manifest: Manifest, options: ComposeOptions =
     });
 
     Object.assign(server.app, { log, manifest: manifest.name });
-    for (const { plugin, options: pluginOptions } of plugins) {
-        await server.register({ plugin, options: pluginOptions });
+    try {
+        for (const { plugin, options: pluginOptions } of plugins) {
+            await server.register({ plugin, options: pluginOptions });
+        }
+    }
+    catch (err) {
+        // What the plugins registered so far opened (the database) is closed by their onPostStop handlers.
+        await server.stop().catch(() => undefined);
+        throw err;
     }
     return server;
 };

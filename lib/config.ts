@@ -12,7 +12,8 @@ import { packageVersion } from './package-info';
 
 /**
  * The one place that reads the process environment: the contractual variable names, validated and mapped into the
- * options of the plugins (manifests/default.ts passes each plugin its group). Booleans accept true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
+ * options of the plugins (manifests/default.ts passes each plugin its group). Booleans accept
+ * true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
  */
 
 const bool = (fallback: boolean) => Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off').default(fallback);
@@ -21,7 +22,7 @@ const core = (path: string) => coreOptionsSchema.extract(path);
 const oauth2 = (path: string) => oauth2OptionsSchema.extract(path);
 const sessions = (path: string) => sessionsOptionsSchema.extract(path);
 
-const encryptionKey = Joi.string().pattern(/^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, '32 bytes as hex or base64');
+const encryptionKey = core('secrets.encryptionKey');
 
 const envSchema = Joi.object({
     NODE_ENV: Joi.string().valid('development', 'production', 'test').default('production'),

@@ -46,6 +46,8 @@ const ssl = Joi.object({
     passphrase: Joi.string()
 });
 
+const encryptionKey = Joi.string().pattern(/^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, '32 bytes as hex or base64');
+
 const migrations = {
     migrationsRun: Joi.boolean().default(true),
     synchronize: Joi.boolean().default(false)
@@ -74,8 +76,8 @@ export const coreOptionsSchema = Joi.object<CoreOptions, true>({
     database: databaseSchema.required(),
     secrets: Joi.object<ServiceSecrets, true>({
         masterSecret: Joi.string().min(32),
-        encryptionKey: Joi.string(),
-        previousEncryptionKeys: Joi.array().items(Joi.string()).default([])
+        encryptionKey,
+        previousEncryptionKeys: Joi.array().items(encryptionKey).default([])
     }).or('masterSecret', 'encryptionKey').required(),
     outbound: Joi.object<OutboundPolicy, true>({
         allowHttp: Joi.boolean().default(false),

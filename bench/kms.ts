@@ -36,7 +36,7 @@ export const benchKms = async (): Promise<void> => {
     const hsm = createSoftHsmToken();
     const kmsServer = await KmsServer.start();
     const config = loadConfig({ PUBLIC_URL: 'http://127.0.0.1', FOLDER: folder, MASTER_SECRET: 'm'.repeat(40), AUTH_CLIENT_ID: 'root', AUTH_CLIENT_SECRET: 'bench-root-secret-0123', WORKER: 'off', LOG_LEVEL: 'error' });
-    const server = await createServer(manifest, config, { logger: Pino({ level: 'silent' }) });
+    const server = await createServer(manifest(config), { logger: Pino({ level: 'silent' }) });
     await server.initialize();
     try {
         const ctx = { clientId: 'bench', roles: [] };

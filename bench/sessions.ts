@@ -121,7 +121,7 @@ export const benchSessions = async (): Promise<void> => {
         const plans: string[] = [];
         const database = await createTestDatabase(dialect);
         const config = loadConfig(testEnv(database, { NODE_ENV: 'production' }));
-        const server = await createServer(manifest, config, { logger: Pino({ level: 'silent' }) });
+        const server = await createServer(manifest(config), { logger: Pino({ level: 'silent' }) });
         try {
             await server.initialize();
             const root = await rootToken(server);

@@ -17,9 +17,15 @@ Commands:
   keys:rotate         new signing key for management tokens (old public keys stay until their tokens expire)
 `;
 
-const loadManifest = (name?: string): Manifest => {
+/**
+ * HALLMARK_MANIFEST names a module exporting a manifest, or a function of the parsed environment that makes one
+ * (as manifests/default.ts). A manifest without server settings listens at PORT and HOST.
+ */
+const loadManifest = (config: Config, name?: string): Manifest => {
     const mod = name ? require(require.resolve(name, { paths: [process.cwd()] })) : require('../manifests/default');
-    return mod.manifest ?? mod.default ?? mod;
+    const exported: Manifest | ((config: Config) => Manifest) = mod.manifest ?? mod.default ?? mod;
+    const manifest = typeof exported === 'function' ? exported(config) : exported;
+    return { ...manifest, server: { port: config.port, host: config.host, ...manifest.server } };
 };
 
 const withDatabase = async <T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> => {
@@ -35,7 +41,7 @@ const withDatabase = async <T>(config: Config, fn: (db: Database) => Promise<T>)
 
 const start = async (config: Config, log: Logger, manifestName?: string): Promise<Hapi.Server> => {
     await Database.assertReachable(config.db);
-    const server = await createServer(loadManifest(manifestName), config, { logger: log });
+    const server = await createServer(loadManifest(config, manifestName), { logger: log });
     let stopping = false;
     const shutdown = async (signal: string) => {
         if (stopping) {

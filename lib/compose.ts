@@ -1,11 +1,13 @@
 import Hapi from '@hapi/hapi';
-import type { Config } from './config';
+import type Joi from 'joi';
 import { ValidationError, joiDetails } from './errors';
 import { createLogger, type Logger } from './logging';
 
 /**
- * A deployment is a manifest: the plugins to load, in order, with their options. A plugin may be given as an
- * object or as a module name (so a JSON manifest or a third-party npm package needs one line).
+ * A deployment is a manifest: the server's address and the plugins to load with their options. A plugin may be
+ * given as an object or as a module name (so a JSON manifest or a third-party npm package needs one line). Plugins
+ * are registered in manifest order, except that a plugin always comes after the plugins its hapi `dependencies`
+ * name: the order of the lines does not matter, a missing dependency fails with a message naming both.
  */
 export interface ManifestEntry<Options = any> {
     plugin: Hapi.Plugin<Options> | string;
@@ -14,6 +16,12 @@ export interface ManifestEntry<Options = any> {
 
 export interface Manifest {
     name: string;
+    server?: {
+        port?: number;
+        host?: string;
+        /** Validate every response against its route's schema (tests); production validates none. */
+        validateResponses?: boolean;
+    };
     plugins: ManifestEntry[];
 }
 
@@ -23,7 +31,6 @@ export interface ComposeOptions {
 
 declare module '@hapi/hapi' {
     interface ServerApplicationState {
-        config: Config;
         log: Logger;
         manifest: string;
     }
@@ -41,13 +48,64 @@ const resolvePlugin = (entry: ManifestEntry): Hapi.Plugin<unknown> => {
     return plugin;
 };
 
+const nameOf = (plugin: Hapi.Plugin<unknown>): string => (plugin as { name?: string }).name ?? (plugin as { pkg?: { name?: string } }).pkg?.name ?? '(unnamed plugin)';
+
+const dependenciesOf = (plugin: Hapi.Plugin<unknown>): string[] => {
+    const declared = plugin.dependencies;
+    if (!declared) {
+        return [];
+    }
+    return typeof declared === 'string' ? [declared] : Array.isArray(declared) ? declared : Object.keys(declared);
+};
+
+interface Resolved {
+    plugin: Hapi.Plugin<unknown>;
+    name: string;
+    needs: string[];
+    options: unknown;
+}
+
+/** Manifest order, moved only as far as each plugin's dependencies require. */
+const registrationOrder = (manifest: Manifest): Resolved[] => {
+    const entries = manifest.plugins.map((entry) => {
+        const plugin = resolvePlugin(entry);
+        return { plugin, name: nameOf(plugin), needs: dependenciesOf(plugin), options: entry.options ?? {} };
+    });
+    const listed = new Set(entries.map((e) => e.name));
+    for (const entry of entries) {
+        const missing = entry.needs.filter((name) => !listed.has(name));
+        if (missing.length) {
+            throw new Error(`Manifest ${manifest.name}: plugin ${entry.name} needs ${missing.join(', ')}, which the manifest does not list`);
+        }
+    }
+    const ordered: Resolved[] = [];
+    const placed = new Set<string>();
+    const pending = [...entries];
+    while (pending.length) {
+        const next = pending.findIndex((e) => e.needs.every((name) => placed.has(name)));
+        if (next < 0) {
+            throw new Error(`Manifest ${manifest.name}: plugins ${pending.map((e) => e.name).join(', ')} depend on each other`);
+        }
+        const [entry] = pending.splice(next, 1);
+        ordered.push(entry!);
+        placed.add(entry!.name);
+    }
+    return ordered;
+};
+
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
 
-export const createServer = async (manifest: Manifest, config: Config, options: ComposeOptions = {}): Promise<Hapi.Server> => {
-    const log = options.logger ?? createLogger(config);
+/** Used when the host passes no logger: info and above on the console, sensitive values redacted. */
+const defaultLogger = () => createLogger({
+    log: { level: 'info', redact: true, toFile: false, filePath: '', http: false, httpResponseBody: false, httpResponseBodyMaxLength: 0, session: false, sessionStore: 'off' }
+});
+
+export const createServer = async (manifest: Manifest, options: ComposeOptions = {}): Promise<Hapi.Server> => {
+    const log = options.logger ?? defaultLogger();
+    const plugins = registrationOrder(manifest);
     const server = Hapi.server({
-        port: config.port,
-        host: config.host,
+        port: manifest.server?.port ?? 3000,
+        host: manifest.server?.host ?? '0.0.0.0',
         router: { stripTrailingSlash: true },
         routes: {
             payload: { maxBytes: MAX_PAYLOAD_BYTES },
@@ -58,22 +116,32 @@ export const createServer = async (manifest: Manifest, config: Config, options: 
                 }
             },
             // Response schemas document every route; tests validate every answer against them, production none.
-            response: { emptyStatusCode: 204, sample: config.env === 'test' ? 100 : 0 }
+            response: { emptyStatusCode: 204, sample: manifest.server?.validateResponses ? 100 : 0 }
         }
     });
 
-    Object.assign(server.app, { config, log, manifest: manifest.name });
-    for (const entry of manifest.plugins) {
-        await server.register({ plugin: resolvePlugin(entry), options: entry.options ?? {} });
+    Object.assign(server.app, { log, manifest: manifest.name });
+    try {
+        for (const { plugin, options: pluginOptions } of plugins) {
+            await server.register({ plugin, options: pluginOptions });
+        }
+    }
+    catch (err) {
+        // What the plugins registered so far opened (the database) is closed by their onPostStop handlers.
+        await server.stop().catch(() => undefined);
+        throw err;
     }
     return server;
 };
 
-/** Fails plugin registration with a clear message when a plugin it builds on is not registered before it. */
-export const requirePlugins = (server: Hapi.Server, plugin: string, needs: string[]): void => {
-    const registered = server.registrations as Record<string, unknown>;
-    const missing = needs.filter((name) => !registered[name]);
-    if (missing.length) {
-        throw new Error(`Plugin ${plugin} needs ${missing.join(', ')} registered before it in the manifest`);
+/**
+ * A plugin's options, validated at register time: defaults applied, unknown keys refused, and every problem named
+ * with the plugin and the option (`Plugin hallmark-sessions: invalid options: "ttl" must be a number`).
+ */
+export const pluginOptions = <T>(plugin: string, schema: Joi.ObjectSchema<T>, options: unknown): T => {
+    const { value, error } = schema.validate(options ?? {}, { abortEarly: false });
+    if (error) {
+        throw new Error(`Plugin ${plugin}: invalid options: ${error.details.map((d) => d.message).join('; ')}`);
     }
+    return value;
 };

@@ -1,16 +1,28 @@
 import Path from 'node:path';
 import Joi from 'joi';
+import { coreOptionsSchema, type DatabaseOptions, type ServiceSecrets } from '../plugins/core/options';
+import { kmsOptionsSchema, type KmsOptions } from '../plugins/kms/options';
+import { oauth2OptionsSchema, type OAuth2Options } from '../plugins/oauth2/options';
+import { observabilityOptionsSchema, type ObservabilityOptions } from '../plugins/observability/options';
+import { sessionsOptionsSchema, type SessionLogOptions, type SessionsOptions } from '../plugins/sessions/options';
+import { tenancyOptionsSchema, type AuditRetention } from '../plugins/tenancy/options';
+import type { ConfigImportOptions } from './config-import/options';
+import type { OutboundPolicy } from './outbound';
 import { packageVersion } from './package-info';
 
 /**
- * The one place that reads the process environment. Everything else receives a validated, typed `Config`.
- * Booleans accept true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
+ * The one place that reads the process environment: the contractual variable names, validated and mapped into the
+ * options of the plugins (manifests/default.ts passes each plugin its group). Booleans accept
+ * true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
  */
 
 const bool = (fallback: boolean) => Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off').default(fallback);
-const seconds = (fallback: number, min = 1) => Joi.number().integer().min(min).default(fallback);
+// A variable that sets one plugin option takes that option's rule and default: declared once, in the plugin.
+const core = (path: string) => coreOptionsSchema.extract(path);
+const oauth2 = (path: string) => oauth2OptionsSchema.extract(path);
+const sessions = (path: string) => sessionsOptionsSchema.extract(path);
 
-const encryptionKey = Joi.string().pattern(/^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, '32 bytes as hex or base64');
+const encryptionKey = core('secrets.encryptionKey');
 
 const envSchema = Joi.object({
     NODE_ENV: Joi.string().valid('development', 'production', 'test').default('production'),
@@ -37,7 +49,7 @@ const envSchema = Joi.object({
     DB_MIGRATIONS_RUN: bool(true),
     DB_SYNCHRONIZE: bool(false),
 
-    MASTER_SECRET: Joi.string().min(32),
+    MASTER_SECRET: core('secrets.masterSecret'),
     ENCRYPTION_KEY: encryptionKey,
     ENCRYPTION_KEY_PREVIOUS: Joi.string().custom((value: string, helpers) => {
         for (const key of value.split(',')) {
@@ -47,20 +59,20 @@ const envSchema = Joi.object({
         }
         return value;
     }),
-    AUTH_CLIENT_ID: Joi.string(),
-    AUTH_CLIENT_SECRET: Joi.string().min(16),
-    AUTH_TOKEN_TTL: seconds(3600, 60),
+    AUTH_CLIENT_ID: oauth2('clientId'),
+    AUTH_CLIENT_SECRET: oauth2('clientSecret'),
+    AUTH_TOKEN_TTL: oauth2('tokenTtl'),
     OIDC: Joi.string().uri({ scheme: ['http', 'https'] }),
     OIDC_INTERNAL_ISSUER_URL: Joi.string().uri({ scheme: ['http', 'https'] }),
     OIDC_CLIENT_ID: Joi.string(),
     OIDC_CLIENT_SECRET: Joi.string(),
     OIDC_AUDIENCE: Joi.string(),
-    OIDC_TENANT_CLAIM: Joi.string().default('tenant_id'),
+    OIDC_TENANT_CLAIM: oauth2('oidc.tenantClaim'),
 
-    KMS_TIMEOUT_MS: Joi.number().integer().min(100).max(600_000).default(10_000),
-    SESSION_TTL: seconds(86400),
-    SESSION_CLEANUP_MODE: Joi.string().valid('full', 'anonymize').default('full'),
-    SESSION_TIDY_UP_INTERVAL: seconds(3600),
+    KMS_TIMEOUT_MS: kmsOptionsSchema.extract('timeoutMs'),
+    SESSION_TTL: sessions('ttl'),
+    SESSION_CLEANUP_MODE: sessions('cleanupMode'),
+    SESSION_TIDY_UP_INTERVAL: sessions('tidyUpInterval'),
     ISSUER_MULTI_CONSUMPTION: bool(false),
     OUTBOUND_URL_ALLOW_HTTP: bool(false),
     OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: bool(false),
@@ -71,17 +83,17 @@ const envSchema = Joi.object({
     LOG_LEVEL: Joi.string().valid('debug', 'info', 'warn', 'error').default('debug'),
     LOG_ENABLE_HTTP_LOGGER: bool(false),
     LOG_HTTP_RESPONSE_BODY: bool(false),
-    LOG_HTTP_RESPONSE_BODY_MAX_LENGTH: Joi.number().integer().min(0).default(4096),
+    LOG_HTTP_RESPONSE_BODY_MAX_LENGTH: core('httpLog.responseBodyMaxLength'),
     LOG_REDACT_SENSITIVE_DATA: bool(true),
     LOG_ENABLE_SESSION_LOGGER: bool(false),
-    LOG_SESSION_STORE: Joi.string().valid('off', 'errors', 'all', 'verbose').default('off'),
+    LOG_SESSION_STORE: sessions('sessionLog.store'),
     LOG_TO_FILE: bool(false),
     LOG_FILE_PATH: Joi.string().default('./logs/session.log'),
-    AUDIT_LOG_RETENTION_DAYS: Joi.number().integer().min(0).default(0),
-    AUDIT_LOG_MAX_ENTRIES_PER_TENANT: Joi.number().integer().min(0).default(0),
+    AUDIT_LOG_RETENTION_DAYS: tenancyOptionsSchema.extract('audit.retentionDays'),
+    AUDIT_LOG_MAX_ENTRIES_PER_TENANT: tenancyOptionsSchema.extract('audit.maxEntriesPerTenant'),
     OTEL_SDK_DISABLED: bool(false),
-    OTEL_EXPORTER_OTLP_ENDPOINT: Joi.string().uri({ scheme: ['http', 'https'] }),
-    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Joi.string().uri({ scheme: ['http', 'https'] })
+    OTEL_EXPORTER_OTLP_ENDPOINT: observabilityOptionsSchema.extract('otlpEndpoint'),
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: observabilityOptionsSchema.extract('otlpTracesEndpoint')
 })
     .custom((env, helpers) => {
         if (!env.MASTER_SECRET && !env.ENCRYPTION_KEY) {
@@ -106,6 +118,10 @@ export type DatabaseConfig =
         ssl?: { rejectUnauthorized: boolean; caPath?: string; certPath?: string; keyPath?: string; passphrase?: string };
     };
 
+/**
+ * The parsed environment. Its groups are the options of the plugins they configure (see manifests/default.ts, which
+ * hands them on), so each shape is declared once, next to the joi schema of its plugin.
+ */
 export interface Config {
     env: 'development' | 'production' | 'test';
     version: string;
@@ -114,21 +130,15 @@ export interface Config {
     publicUrl: string;
     folder: string;
     worker: boolean;
-    db: DatabaseConfig & { migrationsRun: boolean; synchronize: boolean };
+    db: DatabaseOptions;
     /** Module name or path of the manifest to start; the default manifest when absent. */
     manifest?: string;
-    secrets: { masterSecret?: string; encryptionKey?: string; previousEncryptionKeys: string[] };
-    auth: {
-        clientId?: string;
-        clientSecret?: string;
-        tokenTtl: number;
-        oidc?: { issuer: string; internalIssuer?: string; clientId?: string; clientSecret?: string; audience?: string; tenantClaim: string };
-        tenantClaim: string;
-    };
-    sessions: { ttl: number; cleanupMode: 'full' | 'anonymize'; tidyUpInterval: number; issuerMultiConsumption: boolean };
-    kms: { timeoutMs: number };
-    outbound: { allowHttp: boolean; allowPrivateNetwork: boolean; allowedHosts: string[] };
-    configImport: { folder?: string; unresolvedPlaceholders: 'fail-tenant' | 'warn'; variables: Readonly<Record<string, string | undefined>> };
+    secrets: ServiceSecrets;
+    auth: Omit<OAuth2Options, 'publicUrl'> & { tenantClaim: string };
+    sessions: Omit<SessionsOptions, 'sessionLog'> & { issuerMultiConsumption: boolean };
+    kms: Pick<KmsOptions, 'timeoutMs'>;
+    outbound: OutboundPolicy;
+    configImport: ConfigImportOptions;
     log: {
         level: 'debug' | 'info' | 'warn' | 'error';
         http: boolean;
@@ -136,13 +146,13 @@ export interface Config {
         httpResponseBodyMaxLength: number;
         redact: boolean;
         session: boolean;
-        sessionStore: 'off' | 'errors' | 'all' | 'verbose';
+        sessionStore: SessionLogOptions['store'];
         toFile: boolean;
         filePath: string;
     };
-    audit: { retentionDays: number; maxEntriesPerTenant: number };
-    /** `otlpEndpoint`: traces go to an OTLP/HTTP collector when either OTEL_EXPORTER_OTLP_* endpoint is set. */
-    otel: { disabled: boolean; otlpEndpoint?: string; otlpTracesEndpoint?: string };
+    audit: AuditRetention;
+    /** Traces go to an OTLP/HTTP collector when either OTEL_EXPORTER_OTLP_* endpoint is set. */
+    otel: Pick<ObservabilityOptions, 'otlpEndpoint' | 'otlpTracesEndpoint'> & { disabled: boolean };
 }
 
 export class ConfigError extends Error {

@@ -27,6 +27,10 @@ declare module '@hapi/hapi' {
         /** The request's logger; after a wallet request resolved its session, a child carrying sessionId and tenantId. */
         log?: Logger;
     }
+    interface Server {
+        /** Present when the session flow logger is on (registerSessionLogger). */
+        sessionLogger?: { store: 'off' | 'errors' | 'all' | 'verbose' };
+    }
 }
 
 export type FlowType = 'OID4VCI' | 'OID4VP' | 'ISO18013-7';
@@ -130,8 +134,8 @@ export const bindSession = (target: object, session: SessionRef | undefined | nu
     request.app.log = log;
     setSessionOnSpan(request, session.id);
 
-    const config = request.server.app.config.log;
-    if (!config.session) {
+    const settings = request.server.sessionLogger;
+    if (!settings) {
         return NOOP;
     }
     const binding: Binding = {
@@ -140,7 +144,7 @@ export const bindSession = (target: object, session: SessionRef | undefined | nu
         flowType: options.flowType ?? flowTypeOf(session.type),
         stage,
         log,
-        store: config.sessionStore,
+        store: settings.store,
         pending: [],
         logger: NOOP
     };
@@ -249,13 +253,14 @@ const settle = async (request: Hapi.Request): Promise<void> => {
 };
 
 /**
- * Installs the session flow logger on a server: nothing when LOG_ENABLE_SESSION_LOGGER is off. Call once, from a
+ * Installs the session flow logger on a server: nothing when it is not enabled. Call once, from a
  * plugin registered after hallmark-core.
  */
-export const registerSessionLogger = (server: Hapi.Server): void => {
-    if (!server.app.config.log.session) {
+export const registerSessionLogger = (server: Hapi.Server, options: { enabled: boolean; store: Binding['store'] }): void => {
+    if (!options.enabled) {
         return;
     }
+    server.decorate('server', 'sessionLogger', { store: options.store });
     server.ext('onPreResponse', async (request, h) => {
         await settle(request);
         return h.continue;

@@ -1,32 +1,87 @@
 import type { Manifest } from '../lib/compose';
+import type { Config } from '../lib/config';
 import * as core from '../plugins/core';
+import type { CoreOptions } from '../plugins/core/options';
 import * as docs from '../plugins/docs';
 import * as kms from '../plugins/kms';
 import * as kmsDb from '../plugins/kms-db';
 import * as kmsHttp from '../plugins/kms-http';
 import * as kmsPkcs11 from '../plugins/kms-pkcs11';
+import type { KmsOptions } from '../plugins/kms/options';
 import * as oauth2 from '../plugins/oauth2';
+import type { OAuth2Options } from '../plugins/oauth2/options';
 import * as oid4vci from '../plugins/oid4vci';
+import type { Oid4vciOptions } from '../plugins/oid4vci/options';
 import * as oid4vp from '../plugins/oid4vp';
+import type { Oid4vpOptions } from '../plugins/oid4vp/options';
 import * as observability from '../plugins/observability';
 import * as sessions from '../plugins/sessions';
+import type { SessionsOptions } from '../plugins/sessions/options';
 import * as tenancy from '../plugins/tenancy';
+import type { TenancyOptions } from '../plugins/tenancy/options';
 
-/** Every plugin: the full service. A host composes its own manifest with a subset. */
-export const manifest: Manifest = {
-    name: 'default',
-    plugins: [
-        { plugin: core.plugin },
-        { plugin: observability.plugin },
-        { plugin: oauth2.plugin },
-        { plugin: tenancy.plugin },
-        { plugin: kms.plugin },
-        { plugin: kmsDb.plugin },
-        { plugin: kmsHttp.plugin },
-        { plugin: kmsPkcs11.plugin },
-        { plugin: sessions.plugin },
-        { plugin: oid4vci.plugin },
-        { plugin: oid4vp.plugin },
-        { plugin: docs.plugin }
-    ]
+/**
+ * Every plugin, configured from the environment: the full service. A host composes its own manifest with a subset,
+ * or with options of its own (no environment needed).
+ */
+export const manifest = (config: Config): Manifest => {
+    const { publicUrl } = config;
+    return {
+        name: 'default',
+        server: { port: config.port, host: config.host, validateResponses: config.env === 'test' },
+        plugins: [
+            {
+                plugin: core.plugin,
+                options: {
+                    database: config.db,
+                    secrets: config.secrets,
+                    outbound: config.outbound,
+                    worker: config.worker,
+                    configImport: config.configImport,
+                    httpLog: {
+                        enabled: config.log.http,
+                        responseBody: config.log.httpResponseBody,
+                        responseBodyMaxLength: config.log.httpResponseBodyMaxLength,
+                        redact: config.log.redact
+                    }
+                } satisfies CoreOptions
+            },
+            { plugin: observability.plugin, options: config.otel satisfies observability.ObservabilityOptions },
+            {
+                plugin: oauth2.plugin,
+                options: {
+                    publicUrl,
+                    tokenTtl: config.auth.tokenTtl,
+                    clientId: config.auth.clientId,
+                    clientSecret: config.auth.clientSecret,
+                    oidc: config.auth.oidc
+                } satisfies OAuth2Options
+            },
+            { plugin: tenancy.plugin, options: { audit: config.audit } satisfies TenancyOptions },
+            { plugin: kms.plugin, options: { publicUrl, timeoutMs: config.kms.timeoutMs, configImport: config.configImport } satisfies KmsOptions },
+            { plugin: kmsDb.plugin },
+            { plugin: kmsHttp.plugin },
+            { plugin: kmsPkcs11.plugin },
+            {
+                plugin: sessions.plugin,
+                options: {
+                    ttl: config.sessions.ttl,
+                    cleanupMode: config.sessions.cleanupMode,
+                    tidyUpInterval: config.sessions.tidyUpInterval,
+                    sessionLog: { enabled: config.log.session, store: config.log.sessionStore }
+                } satisfies SessionsOptions
+            },
+            {
+                plugin: oid4vci.plugin,
+                options: {
+                    publicUrl,
+                    // loadConfig requires one of the two.
+                    nonceSecret: config.secrets.masterSecret ?? config.secrets.encryptionKey!,
+                    multiConsumption: config.sessions.issuerMultiConsumption
+                } satisfies Oid4vciOptions
+            },
+            { plugin: oid4vp.plugin, options: { publicUrl } satisfies Oid4vpOptions },
+            { plugin: docs.plugin }
+        ]
+    };
 };

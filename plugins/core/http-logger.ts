@@ -1,6 +1,6 @@
 import type Hapi from '@hapi/hapi';
-import type { Config } from '../../lib/config';
 import { redactQuery, redactSensitive } from '../../lib/logging';
+import type { HttpLogOptions } from './options';
 
 const captureBody = (source: unknown, maxLength: number, redact: boolean): string | undefined => {
     if (source === null || source === undefined || typeof (source as NodeJS.ReadableStream).pipe === 'function') {
@@ -13,8 +13,8 @@ const captureBody = (source: unknown, maxLength: number, redact: boolean): strin
 };
 
 /** LOG_ENABLE_HTTP_LOGGER: one line per response; LOG_HTTP_RESPONSE_BODY adds the (redacted, truncated) body. */
-export const registerHttpLogger = (server: Hapi.Server, config: Config): void => {
-    if (!config.log.http) {
+export const registerHttpLogger = (server: Hapi.Server, options: HttpLogOptions): void => {
+    if (!options.enabled) {
         return;
     }
     server.events.on('response', (request) => {
@@ -29,15 +29,15 @@ export const registerHttpLogger = (server: Hapi.Server, config: Config): void =>
     const logResponse = (request: Hapi.Request) => {
         const response = request.response as Hapi.ResponseObject | null;
         const status = response?.statusCode ?? (request.response as any)?.output?.statusCode;
-        const path = config.log.redact ? redactQuery(request.url.pathname + request.url.search) : request.url.pathname + request.url.search;
+        const path = options.redact ? redactQuery(request.url.pathname + request.url.search) : request.url.pathname + request.url.search;
         const line: Record<string, unknown> = {
             method: request.method.toUpperCase(),
             path,
             statusCode: status,
             ms: Date.now() - request.info.received
         };
-        if (config.log.httpResponseBody && response && 'source' in response) {
-            line.responseBody = captureBody(response.source, config.log.httpResponseBodyMaxLength, config.log.redact);
+        if (options.responseBody && response && 'source' in response) {
+            line.responseBody = captureBody(response.source, options.responseBodyMaxLength, options.redact);
         }
         (request.app.log ?? request.server.app.log).info(line, 'http');
     };

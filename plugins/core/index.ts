@@ -3,14 +3,18 @@ import { importConfigFolder } from '../../lib/config-import';
 import { ColumnCipher } from '../../lib/crypto/column-cipher';
 import { SecretHasher } from '../../lib/crypto/secret-hash';
 import { Database } from '../../lib/db/database';
+import { pluginOptions } from '../../lib/compose';
 import { withStartupLock } from '../../lib/db/lock';
 import { migrateLatest, migrationStatus } from '../../lib/db/migrate';
 import { createJobRunner, type JobDefinition, type JobRunner } from '../../lib/jobs';
+import type { OutboundPolicy } from '../../lib/outbound';
+import { packageVersion } from '../../lib/package-info';
 import type { ResourceKind } from '../../lib/registry/kind';
 import { Registry } from '../../lib/registry/registry';
 import { mapErrors } from './error-mapping';
 import { registerHttpLogger } from './http-logger';
 import { refuseNulCharacters } from './nul-guard';
+import { coreOptionsSchema, type CoreOptions } from './options';
 import { healthRoutes } from './routes/health';
 import { schemaRoutes } from './routes/schemas';
 
@@ -19,6 +23,8 @@ declare module '@hapi/hapi' {
         db: Database;
         registry: Registry;
         jobs: JobRunner;
+        /** The policy every outbound request of every plugin passes (core option `outbound`). */
+        outbound: OutboundPolicy;
         /** Adds a configuration resource kind: API validation, startup import, export and audit follow from it. */
         registerResource(kind: ResourceKind): void;
         registerJob(job: JobDefinition): void;
@@ -27,16 +33,20 @@ declare module '@hapi/hapi' {
 
 /**
  * The framework core every other plugin builds on: database, registry, jobs, error mapping, version header,
- * health. Start-up order: migrate, seal the registry, import CONFIG_FOLDER, then (after listening) start jobs.
+ * health, the outbound policy. Start-up order: migrate, seal the registry, import the config folder, then (after
+ * listening) start jobs.
  */
-export const plugin: Hapi.Plugin<Record<string, never>> = {
+export const plugin: Hapi.Plugin<CoreOptions> = {
     name: 'hallmark-core',
-    register(server) {
-        const { config, log } = server.app;
-        const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
+    register(server, options) {
+        const config = pluginOptions('hallmark-core', coreOptionsSchema, options);
+        const { log } = server.app;
+        const version = packageVersion();
+        const db = Database.open(config.database, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
         const registry = new Registry(db, { outbound: config.outbound });
-        const jobs = createJobRunner({ db: config.db, log });
+        const jobs = createJobRunner({ db: config.database, log });
 
+        server.decorate('server', 'outbound', config.outbound);
         server.decorate('server', 'db', db);
         server.decorate('server', 'registry', registry);
         server.decorate('server', 'jobs', jobs);
@@ -47,14 +57,14 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         server.ext('onPreResponse', mapErrors);
         server.ext('onPreResponse', (request, h) => {
             const response = request.response as Hapi.ResponseObject;
-            response.header?.('X-Hallmark-Version', config.version);
+            response.header?.('X-Hallmark-Version', version);
             return h.continue;
         });
-        registerHttpLogger(server, config);
+        registerHttpLogger(server, config.httpLog);
         server.route([...healthRoutes, ...schemaRoutes]);
 
         server.ext('onPreStart', async () => {
-            if (config.db.migrationsRun || config.db.synchronize) {
+            if (config.database.migrationsRun || config.database.synchronize) {
                 const applied = await migrateLatest(db.knex);
                 if (applied.length) {
                     log.info({ migrations: applied }, 'database migrated');

@@ -3,6 +3,9 @@ import Inert from '@hapi/inert';
 import Vision from '@hapi/vision';
 import './lean-requires';
 import HapiSwagger from 'hapi-swagger';
+import Joi from 'joi';
+import { pluginOptions } from '../../lib/compose';
+import { packageVersion } from '../../lib/package-info';
 
 /** One line per tag of the /api routes; a test fails for a tag used without one. */
 const TAGS: Array<{ name: string; description: string }> = [
@@ -38,16 +41,18 @@ const markRoutesWithoutToken = (server: Hapi.Server): void => {
  */
 export const plugin: Hapi.Plugin<Record<string, never>> = {
     name: 'hallmark-docs',
-    dependencies: ['hallmark-core'],
-    async register(server) {
-        const { config } = server.app;
+    // The token flow the docs offer (Authorize) is the one the oauth2 plugin set up.
+    dependencies: ['hallmark-core', 'hallmark-oauth2'],
+    async register(server, options) {
+        pluginOptions('hallmark-docs', Joi.object({}), options);
+        const external = server.plugins['hallmark-oauth2'].mode === 'external';
         await server.register([
             Inert,
             Vision,
             {
                 plugin: HapiSwagger,
                 options: {
-                    info: { title: 'Hallmark management API', version: config.version, description: 'Configuration, offers, requests and sessions of a Hallmark tenant. Wallet-facing protocol endpoints are not part of this description.' },
+                    info: { title: 'Hallmark management API', version: packageVersion(), description: 'Configuration, offers, requests and sessions of a Hallmark tenant. Wallet-facing protocol endpoints are not part of this description.' },
                     documentationPath: '/api/docs',
                     jsonPath: '/api/docs-json',
                     swaggerUIPath: '/api/swaggerui/',
@@ -58,10 +63,10 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
                     auth: false,
                     // Relative: Swagger UI resolves it against the address the docs were loaded from, so Authorize works
                     // whatever host name the page was opened at (PUBLIC_URL may name another one).
-                    securityDefinitions: config.auth.oidc
+                    securityDefinitions: external
                         ? { bearer: { type: 'apiKey', name: 'Authorization', in: 'header', description: 'Bearer <token from the identity provider>' } }
                         : { oauth2: { type: 'oauth2', flow: 'application', tokenUrl: '/api/oauth2/token', scopes: {}, description: 'Client credentials: client id and secret' } },
-                    security: [config.auth.oidc ? { bearer: [] } : { oauth2: [] }]
+                    security: [external ? { bearer: [] } : { oauth2: [] }]
                 } satisfies HapiSwagger.RegisterOptions
             }
         ]);

@@ -2,12 +2,14 @@ import Fs from 'node:fs';
 import Path from 'node:path';
 import type Hapi from '@hapi/hapi';
 import Joi from 'joi';
-import { requirePlugins } from '../../lib/compose';
+import { pluginOptions } from '../../lib/compose';
+import type { ConfigImportOptions } from '../../lib/config-import/options';
 import { substitutePlaceholders } from '../../lib/config-import/placeholders';
 import type { KmsProviderType } from '../../lib/kms/types';
 import { defineKeyChainKind, keyChainKind } from '../../resources/key-chain';
 import { defineKmsConfigKind, kmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
 import { TenantModel } from '../../lib/db/models/tenant';
+import { kmsOptionsSchema, type KmsOptions } from './options';
 import { keyChainRoutes } from './routes/key-chains';
 import { providerRoutes } from './routes/providers';
 import { KeyChainService } from './services/key-chains';
@@ -23,18 +25,18 @@ declare module '@hapi/hapi' {
     }
 }
 
-/** The global <CONFIG_FOLDER>/kms.json, validated once every provider type is known. */
-const readGlobalConfig = (server: Hapi.Server, schema: Joi.ObjectSchema<KmsConfig>): KmsConfig | undefined => {
-    const { config, log } = server.app;
-    const file = config.configImport.folder && Path.join(config.configImport.folder, 'kms.json');
+/** The global <config folder>/kms.json, validated once every provider type is known. */
+const readGlobalConfig = (server: Hapi.Server, configImport: ConfigImportOptions, schema: Joi.ObjectSchema<KmsConfig>): KmsConfig | undefined => {
+    const { log } = server.app;
+    const file = configImport.folder && Path.join(configImport.folder, 'kms.json');
     if (!file || !Fs.existsSync(file)) {
         return undefined;
     }
     const raw = JSON.parse(Fs.readFileSync(file, 'utf8'));
-    const { value, unresolved } = substitutePlaceholders(raw.spec ?? raw, config.configImport.variables);
+    const { value, unresolved } = substitutePlaceholders(raw.spec ?? raw, configImport.variables);
     if (unresolved.length) {
         const message = `${file}: unresolved placeholders ${unresolved.join(', ')}`;
-        if (config.configImport.unresolvedPlaceholders === 'fail-tenant') {
+        if (configImport.unresolvedPlaceholders === 'fail-tenant') {
             throw new Error(message);
         }
         log.warn(message);
@@ -50,11 +52,12 @@ const readGlobalConfig = (server: Hapi.Server, schema: Joi.ObjectSchema<KmsConfi
  * Keys and key chains. Registers: the KMS provider extension point, the KmsConfig and KeyChain kinds, the
  * /api/key-chain routes, the signing service every signer uses, and the hourly key-rotation job.
  */
-export const plugin: Hapi.Plugin<Record<string, never>> = {
+export const plugin: Hapi.Plugin<KmsOptions> = {
     name: 'hallmark-kms',
-    register(server) {
-        requirePlugins(server, 'hallmark-kms', ['hallmark-core', 'hallmark-oauth2']);
-        const { config, log } = server.app;
+    dependencies: ['hallmark-core', 'hallmark-oauth2'],
+    register(server, rawOptions) {
+        const options = pluginOptions('hallmark-kms', kmsOptionsSchema, rawOptions);
+        const { log } = server.app;
         const { db, registry } = server;
         const types = new Map<string, KmsProviderType<any>>();
         server.decorate('server', 'registerKmsProvider', (type: KmsProviderType<any>) => {
@@ -70,9 +73,9 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const schema = () => kmsConfigSchema(types);
         // Read on first use (the startup import may need it) or at the latest when the server starts.
         let globalConfig: { value: KmsConfig | undefined } | undefined;
-        const global = () => (globalConfig ??= { value: readGlobalConfig(server, schema()) }).value;
-        const kms = new KmsService({ db, registry, log, config, types, globalConfig: global });
-        const keyChains = new KeyChainService({ db, kms, config });
+        const global = () => (globalConfig ??= { value: readGlobalConfig(server, options.configImport, schema()) }).value;
+        const kms = new KmsService({ db, registry, log, outbound: server.outbound, timeoutMs: options.timeoutMs, types, globalConfig: global });
+        const keyChains = new KeyChainService({ db, kms, publicUrl: options.publicUrl });
         server.decorate('server', 'kms', kms);
         const signing = new SigningService(kms, keyChains);
         server.decorate('server', 'signing', signing);

@@ -1,14 +1,14 @@
-import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logging';
 import type { Registry } from '../../lib/registry/registry';
 import { clientKind } from '../../resources/client';
+import type { OAuth2Options } from './options';
 
 /**
  * The root client (AUTH_CLIENT_ID / AUTH_CLIENT_SECRET): tenant:manage, no tenant. Idempotent; a changed secret
  * replaces the stored hash, through the registry so the change is audited.
  */
-export const bootstrapRootClient = async (config: Config, registry: Registry, log: Logger): Promise<void> => {
-    const { clientId, clientSecret } = config.auth;
+export const bootstrapRootClient = async (config: Pick<OAuth2Options, 'clientId' | 'clientSecret'>, registry: Registry, log: Logger): Promise<void> => {
+    const { clientId, clientSecret } = config;
     if (!clientId || !clientSecret) {
         return;
     }

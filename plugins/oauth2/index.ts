@@ -1,6 +1,5 @@
 import type Hapi from '@hapi/hapi';
-import { requirePlugins } from '../../lib/compose';
-import type { Config } from '../../lib/config';
+import { pluginOptions } from '../../lib/compose';
 import type { Logger } from '../../lib/logging';
 import { clientKind } from '../../resources/client';
 import { bootstrapRootClient } from './bootstrap';
@@ -11,11 +10,19 @@ import { jwksRoutes } from './routes/jwks';
 import { tokenRoutes } from './routes/token';
 import { bearerScheme } from './scheme';
 import { ServiceKeys } from './service-keys';
+import { oauth2OptionsSchema, type OAuth2Options, type OidcOptions } from './options';
 import { TokenService } from './token-service';
 import type { TokenVerifier } from './verifier';
 import { tenantKind } from '../../resources/tenant';
 
-type OidcConfig = NonNullable<Config['auth']['oidc']>;
+declare module '@hapi/hapi' {
+    interface PluginProperties {
+        'hallmark-oauth2': {
+            /** integrated: this service issues the management tokens; external: an OpenID Connect provider does. */
+            mode: 'integrated' | 'external';
+        };
+    }
+}
 
 /** External mode: tokens come from the provider; the root client is created there (Keycloak admin API). */
 interface AuthMode {
@@ -23,7 +30,7 @@ interface AuthMode {
     routes: Hapi.ServerRoute[];
 }
 
-const externalProvider = (server: Hapi.Server, oidc: OidcConfig, config: Config, log: Logger): AuthMode => {
+const externalProvider = (server: Hapi.Server, oidc: OidcOptions, config: OAuth2Options, log: Logger): AuthMode => {
     const verifier = new OidcVerifier({ issuer: oidc.issuer, internalIssuer: oidc.internalIssuer, audience: oidc.audience, tenantClaim: oidc.tenantClaim, log });
     if (!oidc.audience) {
         log.warn('OIDC_AUDIENCE is not set: tokens the provider issued for any audience are accepted; set it to this service\'s audience');
@@ -31,7 +38,7 @@ const externalProvider = (server: Hapi.Server, oidc: OidcConfig, config: Config,
     server.ext('onPreStart', async () => {
         // A provider that is not up yet must not keep the service down: discovery is retried on the first token.
         await verifier.init().catch((err: Error) => log.warn({ err: err.message }, 'OIDC discovery failed; retrying on the first request'));
-        const { clientId, clientSecret } = config.auth;
+        const { clientId, clientSecret } = config;
         if (clientId && clientSecret && oidc.clientId && oidc.clientSecret) {
             const admin = new KeycloakAdmin({ issuer: oidc.issuer, internalIssuer: oidc.internalIssuer, clientId: oidc.clientId, clientSecret: oidc.clientSecret, log });
             const changes = await admin.ensureRootClient({ clientId, secret: clientSecret, roles: ['tenant:manage'] });
@@ -42,10 +49,10 @@ const externalProvider = (server: Hapi.Server, oidc: OidcConfig, config: Config,
 };
 
 /** Integrated mode: this service is the OAuth2 server. */
-const integratedServer = (server: Hapi.Server, config: Config, log: Logger): AuthMode => {
+const integratedServer = (server: Hapi.Server, config: OAuth2Options & { publicUrl: string }, log: Logger): AuthMode => {
     const { db, registry } = server;
-    const keys = new ServiceKeys(db, config.auth.tokenTtl);
-    const tokens = new TokenService(db, keys, { issuer: config.publicUrl, ttlSeconds: config.auth.tokenTtl });
+    const keys = new ServiceKeys(db, config.tokenTtl);
+    const tokens = new TokenService(db, keys, { issuer: config.publicUrl, ttlSeconds: config.tokenTtl });
     registry.onChange(clientKind, (_tenantId, id) => tokens.forgetClient(id));
     registry.onChange(tenantKind, () => tokens.forgetAllClients());
     server.ext('onPreStart', async () => {
@@ -61,14 +68,16 @@ const integratedServer = (server: Hapi.Server, config: Config, log: Logger): Aut
  * server: /api/oauth2/token, /api/oauth2/jwks, /api/clients, service keys and the root-client bootstrap. External
  * mode (OIDC set) validates the provider's tokens; clients live in the provider.
  */
-export const plugin: Hapi.Plugin<Record<string, never>> = {
+export const plugin: Hapi.Plugin<OAuth2Options> = {
     name: 'hallmark-oauth2',
-    register(server) {
-        requirePlugins(server, 'hallmark-oauth2', ['hallmark-core']);
-        const { config, log } = server.app;
+    dependencies: ['hallmark-core'],
+    register(server, options) {
+        const config = pluginOptions('hallmark-oauth2', oauth2OptionsSchema, options);
+        const { log } = server.app;
         server.registerResource(clientKind);
 
-        const mode = config.auth.oidc ? externalProvider(server, config.auth.oidc, config, log) : integratedServer(server, config, log);
+        const mode = config.oidc ? externalProvider(server, config.oidc, config, log) : integratedServer(server, { ...config, publicUrl: config.publicUrl! }, log);
+        server.expose('mode', config.oidc ? 'external' : 'integrated');
         server.auth.scheme('hallmark-bearer', bearerScheme(mode.verifier));
         server.auth.strategy('hallmark', 'hallmark-bearer');
         // Routes added from here on, here and in later plugins, need a token unless they say `auth: false`.

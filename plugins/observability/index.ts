@@ -1,7 +1,7 @@
 import type Hapi from '@hapi/hapi';
 import { context, metrics, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer, type UpDownCounter } from '@opentelemetry/api';
 import type { W3CTraceContextPropagator } from '@opentelemetry/core';
-import type { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import type { MeterProvider } from '@opentelemetry/sdk-metrics';
 import type { BasicTracerProvider, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 // The SDK packages cost ~30 MiB of memory; they are loaded only when something will receive spans or metrics.
@@ -12,44 +12,19 @@ const sdk = () => ({
     trace: require('@opentelemetry/sdk-trace-base') as typeof import('@opentelemetry/sdk-trace-base')
 });
 const otlp = () => (require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter;
-import { requirePlugins } from '../../lib/compose';
-import type { Config } from '../../lib/config';
+import { pluginOptions } from '../../lib/compose';
+import { packageVersion } from '../../lib/package-info';
 import type { SessionStatus, SessionType } from '../../lib/db/models/session';
 import { RequestContextManager } from './context';
+import { observabilityOptionsSchema, type ObservabilityOptions } from './options';
 import { redactUrlQuery } from './redact';
 import { trackRequestSpan } from './span';
 
 export { setSessionOnSpan, requestSpan, SESSION_ID_ATTRIBUTE } from './span';
 export { redactUrlQuery } from './redact';
+export type { ObservabilityOptions } from './options';
 
 export const SESSIONS_METRIC = 'hallmark.sessions';
-
-export interface ObservabilityOptions {
-    /**
-     * Where spans go: an exporter instance (tests pass an InMemorySpanExporter), 'otlp' (OTLP over HTTP, configured
-     * by the standard OTEL_EXPORTER_OTLP_* variables), 'console' or 'none'. Default: 'otlp' when
-     * OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, else 'none'. With no exporter and no
-     * span processor (and no registerGlobal) no spans are made at all.
-     */
-    traceExporter?: SpanExporter | 'otlp' | 'console' | 'none';
-    /** Export each span when it ends instead of in batches (tests, debugging). */
-    simpleSpanProcessor?: boolean;
-    /** Extra span processors. */
-    spanProcessors?: SpanProcessor[];
-    /** Readers of the meter provider, e.g. a PeriodicExportingMetricReader with an exporter. None: the sessions metric is not fed. */
-    metricReaders?: MetricReader[];
-    /** service.name of the resource; default "hallmark". */
-    serviceName?: string;
-    /** Database spans only for queries inside a traced request (default true); false also traces jobs and start-up. */
-    requireParentSpan?: boolean;
-    /**
-     * Also register the tracer and meter providers, the context manager and the W3C propagator with the global
-     * OpenTelemetry API, for other instrumentation in the process. One server per process only. Default false.
-     */
-    registerGlobal?: boolean;
-    /** Size of the memory of last-known session statuses behind the sessions metric; default 10000. */
-    statusMemory?: number;
-}
 
 export interface Telemetry {
     enabled: boolean;
@@ -73,13 +48,14 @@ interface KnexQuery {
 
 const MAX_OPEN_DB_SPANS = 10_000;
 
-// The OTLP exporter reads its endpoint settings itself; config says only whether one is set.
-const defaultExporter = (otel: Config['otel']): SpanExporter | undefined =>
+type OtlpEndpoints = Pick<ObservabilityOptions, 'otlpEndpoint' | 'otlpTracesEndpoint'>;
+
+const defaultExporter = (otel: OtlpEndpoints): SpanExporter | undefined =>
     otel.otlpEndpoint || otel.otlpTracesEndpoint
         ? new (otlp())(otel.otlpTracesEndpoint ? { url: otel.otlpTracesEndpoint } : { url: `${otel.otlpEndpoint!.replace(/\/$/, '')}/v1/traces` })
         : undefined;
 
-const exporterOf = (option: ObservabilityOptions['traceExporter'], otel: Config['otel']): SpanExporter | undefined => {
+const exporterOf = (option: ObservabilityOptions['traceExporter'], otel: OtlpEndpoints): SpanExporter | undefined => {
     if (option === undefined) {
         return defaultExporter(otel);
     }
@@ -232,7 +208,7 @@ const countSessions = (server: Hapi.Server, meterProvider: MeterProvider, memory
 };
 
 /**
- * OpenTelemetry traces and metrics (unless OTEL_SDK_DISABLED): a SERVER span per HTTP request named
+ * OpenTelemetry traces and metrics (unless `disabled`): a SERVER span per HTTP request named
  * `<METHOD> <route path>`, a CLIENT span per database query as its child, `session.id` on requests that resolved
  * a session, and the `hallmark.sessions` up-down counter. Providers are per server, so several servers (tests) can
  * live in one process; `registerGlobal` hands them to the global API as well. Spans are only made when something
@@ -240,16 +216,17 @@ const countSessions = (server: Hapi.Server, meterProvider: MeterProvider, memory
  */
 export const plugin: Hapi.Plugin<ObservabilityOptions> = {
     name: 'hallmark-observability',
-    register(server, options) {
-        requirePlugins(server, 'hallmark-observability', ['hallmark-core']);
-        const { config } = server.app;
-        if (config.otel.disabled) {
+    dependencies: ['hallmark-core'],
+    register(server, rawOptions) {
+        const options = pluginOptions('hallmark-observability', observabilityOptionsSchema, rawOptions);
+        const version = packageVersion();
+        if (options.disabled) {
             server.expose('enabled', false);
             server.expose('forceFlush', async () => undefined);
             return;
         }
 
-        const exporter = exporterOf(options.traceExporter, config.otel);
+        const exporter = exporterOf(options.traceExporter, options);
         const metricReaders = options.metricReaders ?? [];
         if (!exporter && !options.spanProcessors?.length && !metricReaders.length && !options.registerGlobal) {
             // Nothing would receive a span or a metric: no SDK, no per-request work.
@@ -258,7 +235,7 @@ export const plugin: Hapi.Plugin<ObservabilityOptions> = {
             return;
         }
         const { core, resources, metrics: sdkMetrics, trace: sdkTrace } = sdk();
-        const resource = resources.resourceFromAttributes({ 'service.name': options.serviceName ?? 'hallmark', 'service.version': config.version });
+        const resource = resources.resourceFromAttributes({ 'service.name': options.serviceName ?? 'hallmark', 'service.version': version });
         const spanProcessors: SpanProcessor[] = [
             ...(exporter ? [options.simpleSpanProcessor ? new sdkTrace.SimpleSpanProcessor(exporter) : new sdkTrace.BatchSpanProcessor(exporter)] : []),
             ...(options.spanProcessors ?? [])
@@ -275,7 +252,7 @@ export const plugin: Hapi.Plugin<ObservabilityOptions> = {
         }
 
         if (spanProcessors.length || options.registerGlobal) {
-            const tracer = tracerProvider.getTracer('hallmark', config.version);
+            const tracer = tracerProvider.getTracer('hallmark', version);
             traceRequests(server, tracer, contextManager, propagator);
             traceQueries(server, tracer, contextManager, options.requireParentSpan ?? true);
         }

@@ -1,12 +1,13 @@
 import Crypto from 'node:crypto';
 import type Hapi from '@hapi/hapi';
-import { requirePlugins } from '../../lib/compose';
+import { pluginOptions } from '../../lib/compose';
 import { DpopVerifier } from '../../lib/oauth/dpop';
 import { attributeProviderKind } from '../../resources/attribute-provider';
 import { credentialConfigKind } from '../../resources/credential-config';
 import { issuanceConfigKind } from '../../resources/issuance-config';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 import { Issuer } from './issuer';
+import { oid4vciOptionsSchema, type Oid4vciOptions } from './options';
 import { managementRoutes } from './routes/management';
 import { walletRoutes } from './routes/wallet';
 import { CredentialService } from './services/credentials';
@@ -20,28 +21,29 @@ import { TokenEndpoint } from './services/tokens';
  * AttributeProvider and WebhookEndpoint kinds; /api/issuer/* management routes; the wallet-facing metadata,
  * offer, token, nonce, credential, notification and deferred endpoints under /issuers/{tenant}.
  */
-export const plugin: Hapi.Plugin<Record<string, never>> = {
+export const plugin: Hapi.Plugin<Oid4vciOptions> = {
     name: 'hallmark-oid4vci',
-    register(server) {
-        requirePlugins(server, 'hallmark-oid4vci', ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions']);
-        const { config, log } = server.app;
-        const { registry, sessions, singleUse, signing } = server;
+    dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions'],
+    register(server, rawOptions) {
+        const { publicUrl, nonceSecret, multiConsumption } = pluginOptions('hallmark-oid4vci', oid4vciOptionsSchema, rawOptions);
+        const { log } = server.app;
+        const { registry, sessions, singleUse, signing, outbound } = server;
         for (const kind of [webhookEndpointKind, attributeProviderKind, issuanceConfigKind, credentialConfigKind]) {
             server.registerResource(kind);
         }
 
         const issuer = new Issuer({ registry });
-        const offers = new OfferService({ config, issuer, sessions, registry, log });
+        const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
-        const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', config.secrets.masterSecret ?? config.secrets.encryptionKey!, 'hallmark', 'dpop-nonce/v1', 32)) });
+        const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'dpop-nonce/v1', 32)) });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });
-        const credentials = new CredentialService({ config, issuer, sessions, singleUse, signing, registry, log });
-        const notifications = new NotificationService({ config, sessions, log });
-        const metadata = new MetadataService({ config, issuer });
+        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log });
+        const notifications = new NotificationService({ outbound, sessions, log });
+        const metadata = new MetadataService({ publicUrl, issuer });
         for (const kind of [credentialConfigKind, issuanceConfigKind]) {
             registry.onChange(kind, (tenantId) => metadata.invalidate(tenantId));
         }
 
-        server.route([...managementRoutes(offers), ...walletRoutes({ config, issuer, sessions, metadata, tokens, credentials, notifications })]);
+        server.route([...managementRoutes(offers), ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications })]);
     }
 };

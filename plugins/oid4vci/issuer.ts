@@ -1,4 +1,3 @@
-import type { Config } from '../../lib/config';
 import { ValidationError } from '../../lib/errors';
 import type { TenantContext } from '../../lib/registry/kind';
 import type { Registry } from '../../lib/registry/registry';
@@ -8,7 +7,7 @@ import { keyChainKind } from '../../resources/key-chain';
 import { tenantKind, type Tenant } from '../../resources/tenant';
 
 /** The credential issuer identifier (and authorization server issuer) of a tenant: `{PUBLIC_URL}/issuers/{tenant}`. */
-export const tenantUrl = (config: Config, tenantId: string): string => `${config.publicUrl}/issuers/${tenantId}`;
+export const tenantUrl = (publicUrl: string, tenantId: string): string => `${publicUrl}/issuers/${tenantId}`;
 
 export const systemContext = (tenantId: string): TenantContext => ({ tenantId, clientId: 'system:oid4vci', roles: [] });
 

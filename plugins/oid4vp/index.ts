@@ -1,7 +1,8 @@
 import type Hapi from '@hapi/hapi';
-import { requirePlugins } from '../../lib/compose';
+import { pluginOptions } from '../../lib/compose';
 import { presentationConfigKind } from '../../resources/presentation-config';
 import { trustListKind } from '../../resources/trust-list';
+import { oid4vpOptionsSchema, type Oid4vpOptions } from './options';
 import { managementRoutes } from './routes/management';
 import { walletRoutes } from './routes/wallet';
 import { PresentationRequests } from './services/requests';
@@ -13,16 +14,17 @@ import { TrustAnchors } from './services/trust-anchors';
  * /api/trust-lists and /api/verifier/offer; the wallet-facing request object and response endpoints under
  * /presentations/{walletNonce}.
  */
-export const plugin: Hapi.Plugin<Record<string, never>> = {
+export const plugin: Hapi.Plugin<Oid4vpOptions> = {
     name: 'hallmark-oid4vp',
-    register(server) {
-        requirePlugins(server, 'hallmark-oid4vp', ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions']);
-        const { config, log } = server.app;
-        const { registry, sessions, signing } = server;
+    dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions'],
+    register(server, rawOptions) {
+        const { publicUrl } = pluginOptions('hallmark-oid4vp', oid4vpOptionsSchema, rawOptions);
+        const { log } = server.app;
+        const { registry, sessions, signing, outbound } = server;
         server.registerResource(trustListKind);
         server.registerResource(presentationConfigKind);
-        const requests = new PresentationRequests({ config, registry, sessions, signing, log });
-        const responses = new PresentationResponses({ config, sessions, trust: new TrustAnchors({ registry }), log });
+        const requests = new PresentationRequests({ publicUrl, outbound, registry, sessions, signing, log });
+        const responses = new PresentationResponses({ outbound, sessions, trust: new TrustAnchors({ registry }), log });
         server.route([...managementRoutes(requests), ...walletRoutes({ sessions, requests, responses })]);
     }
 };

@@ -1,5 +1,5 @@
 import type Hapi from '@hapi/hapi';
-import { requirePlugins } from '../../lib/compose';
+import { pluginOptions } from '../../lib/compose';
 import { SingleUseStore } from '../../lib/db/single-use';
 import { SessionSearch } from '../../lib/sessions/search';
 import { SessionService } from '../../lib/sessions/session-service';
@@ -8,26 +8,34 @@ import { registerSessionEvents } from './routes/events';
 import { sessionListRoutes } from './routes/list';
 import { registerSessionLogs } from './routes/logs';
 import { sessionRoutes } from './routes/sessions';
+import { sessionsOptionsSchema, type SessionsOptions } from './options';
 
 declare module '@hapi/hapi' {
     interface Server {
         sessions: SessionService;
         singleUse: SingleUseStore;
     }
+    interface PluginProperties {
+        'hallmark-sessions': {
+            /** Seconds a session of a tenant without a session configuration lives. */
+            defaultTtl: number;
+        };
+    }
 }
 
 /** Sessions of issuance and presentation flows. Registers: the session service, single-use values, /api/session. */
-export const plugin: Hapi.Plugin<Record<string, never>> = {
+export const plugin: Hapi.Plugin<SessionsOptions> = {
     name: 'hallmark-sessions',
-    register(server) {
-        requirePlugins(server, 'hallmark-sessions', ['hallmark-core', 'hallmark-oauth2']);
+    dependencies: ['hallmark-core', 'hallmark-oauth2'],
+    register(server, rawOptions) {
+        const { ttl, cleanupMode, tidyUpInterval, sessionLog } = pluginOptions('hallmark-sessions', sessionsOptionsSchema, rawOptions);
+        server.expose('defaultTtl', ttl);
         const sessions = new SessionService(server.db);
         server.decorate('server', 'sessions', sessions);
         server.decorate('server', 'singleUse', new SingleUseStore(server.db));
         server.route([...sessionRoutes(sessions), ...sessionListRoutes(new SessionSearch(server.db))]);
         registerSessionEvents(server, sessions);
-        registerSessionLogs(server, sessions);
-        const { ttl, cleanupMode, tidyUpInterval } = server.app.config.sessions;
+        registerSessionLogs(server, sessions, sessionLog);
         server.registerJob(sessionMaintenanceJob({ db: server.db, singleUse: server.singleUse, sessions: { ttl, cleanupMode }, tidyUpInterval }));
     }
 };

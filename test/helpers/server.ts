@@ -1,6 +1,6 @@
 import type Hapi from '@hapi/hapi';
 import Pino from 'pino';
-import { createServer, type Manifest } from '../../lib/compose';
+import { createServer, type Manifest, type ManifestEntry } from '../../lib/compose';
 import { loadConfig, type Config } from '../../lib/config';
 import { manifest as defaultManifest } from '../../manifests/default';
 import { createTestDatabase, type DialectName, type TestDatabase } from './databases';
@@ -22,6 +22,28 @@ export const testEnv = (db: TestDatabase, extra: Record<string, string> = {}): R
     ...extra
 });
 
+/** A manifest, or a function of the test environment's configuration that makes one (as manifests/default.ts). */
+export type TestManifest = Manifest | ((config: Config) => Manifest);
+
+/** The default manifest plus the given plugins. */
+export const defaultManifestWith = (name: string, ...extra: ManifestEntry[]) => (config: Config): Manifest => {
+    const base = defaultManifest(config);
+    return { ...base, name, plugins: [...base.plugins, ...extra] };
+};
+
+/** Only the named plugins of the default manifest, with the options it gives them. */
+export const defaultManifestOnly = (name: string, ...plugins: string[]) => (config: Config): Manifest => {
+    const base = defaultManifest(config);
+    return { ...base, name, plugins: base.plugins.filter((e) => plugins.includes((e.plugin as { name: string }).name)) };
+};
+
+/**
+ * A manifest a host composed itself: the test server's address and response validation around it, so a test
+ * server can start it.
+ */
+const withTestServer = (manifest: Manifest, config: Config): Manifest =>
+    ({ ...manifest, server: { port: config.port, host: config.host, validateResponses: true, ...manifest.server } });
+
 export interface TestServer {
     server: Hapi.Server;
     config: Config;
@@ -30,10 +52,11 @@ export interface TestServer {
 }
 
 /** A fresh server on a fresh database, initialized (migrated, registry sealed, import done) but not listening. */
-export const startTestServer = async (dialect: DialectName, options: { manifest?: Manifest; env?: Record<string, string>; listen?: boolean; logger?: Pino.Logger } = {}): Promise<TestServer> => {
+export const startTestServer = async (dialect: DialectName, options: { manifest?: TestManifest; env?: Record<string, string>; listen?: boolean; logger?: Pino.Logger } = {}): Promise<TestServer> => {
     const database = await createTestDatabase(dialect);
     const config = loadConfig(testEnv(database, options.env));
-    const server = await createServer(options.manifest ?? defaultManifest, config, { logger: options.logger ?? Pino({ level: 'silent' }) });
+    const manifest = typeof options.manifest === 'function' ? options.manifest(config) : options.manifest ?? defaultManifest(config);
+    const server = await createServer(withTestServer(manifest, config), { logger: options.logger ?? Pino({ level: 'silent' }) });
     try {
         await (options.listen ? server.start() : server.initialize());
     }

@@ -1,10 +1,14 @@
 import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
+import Pino from 'pino';
+import { createServer, type Manifest } from '../../lib/compose';
 import * as core from '../../plugins/core';
 import * as oauth2 from '../../plugins/oauth2';
 import * as tenancy from '../../plugins/tenancy';
-import { startTestServer } from '../helpers/server';
+import { createTestDatabase, type TestDatabase } from '../helpers/databases';
+import { defaultManifestOnly, startTestServer } from '../helpers/server';
+import { keyChainKind } from '../../resources/key-chain';
 import { tenantKind } from '../../resources/tenant';
 
 export const lab = Lab.script();
@@ -12,7 +16,7 @@ const { describe, it } = lab;
 
 describe('composition from a manifest', () => {
     it('starts a server from a subset of plugins; the left-out plugin contributes no routes', async () => {
-        const t = await startTestServer('sqlite', { manifest: { name: 'no-docs', plugins: [{ plugin: core.plugin }, { plugin: oauth2.plugin }, { plugin: tenancy.plugin }] } });
+        const t = await startTestServer('sqlite', { manifest: defaultManifestOnly('no-docs', 'hallmark-core', 'hallmark-oauth2', 'hallmark-tenancy') });
         try {
             expect((await t.server.inject('/health')).statusCode).to.equal(200);
             expect((await t.server.inject('/api/docs')).statusCode).to.equal(404);
@@ -27,7 +31,10 @@ describe('composition from a manifest', () => {
 
     it('loads a plugin named by module path, as a JSON manifest would', async () => {
         const t = await startTestServer('sqlite', {
-            manifest: { name: 'by-name', plugins: [{ plugin: core.plugin }, { plugin: Path.join(__dirname, '../fixtures/probe-plugin') }] }
+            manifest: (config) => {
+                const base = defaultManifestOnly('by-name', 'hallmark-core')(config);
+                return { ...base, plugins: [...base.plugins, { plugin: Path.join(__dirname, '../fixtures/probe-plugin') }] };
+            }
         });
         try {
             expect((await t.server.inject('/api/probe/conflict')).statusCode).to.equal(409);
@@ -39,6 +46,69 @@ describe('composition from a manifest', () => {
     });
 
     it('fails to start when a plugin misses the plugin it depends on', async () => {
-        await expect(startTestServer('sqlite', { manifest: { name: 'broken', plugins: [{ plugin: tenancy.plugin }] } })).to.reject(/hallmark-core/);
+        await expect(startTestServer('sqlite', { manifest: defaultManifestOnly('broken', 'hallmark-tenancy') })).to.reject(/hallmark-core/);
+    });
+
+    it('names the plugin and every dependency the manifest does not list', async () => {
+        await expect(startTestServer('sqlite', { manifest: defaultManifestOnly('verifier', 'hallmark-core', 'hallmark-oauth2', 'hallmark-oid4vp') }))
+            .to.reject('Manifest verifier: plugin hallmark-oid4vp needs hallmark-kms, hallmark-sessions, which the manifest does not list');
+    });
+
+    it('registers a plugin after the plugins it depends on, whatever the order of the manifest', async () => {
+        const t = await startTestServer('sqlite', {
+            manifest: (config) => {
+                const base = defaultManifestOnly('reversed', 'hallmark-core', 'hallmark-oauth2', 'hallmark-tenancy', 'hallmark-kms', 'hallmark-kms-db')(config);
+                return { ...base, plugins: [...base.plugins].reverse() };
+            }
+        });
+        try {
+            expect(t.server.registry.has(keyChainKind)).to.be.true();
+            expect(Object.keys(t.server.registrations)).to.include(['hallmark-core', 'hallmark-kms-db']);
+        }
+        finally {
+            await t.stop();
+        }
+    });
+});
+
+describe('plugin options from a host\'s own manifest (no environment)', () => {
+    const ROOT = { clientId: 'host-root', clientSecret: 'host-root-secret-0123456789' };
+
+    const hostManifest = (database: TestDatabase, tenancyOptions: unknown = {}): Manifest => ({
+        name: 'host',
+        server: { port: 0, host: '127.0.0.1' },
+        plugins: [
+            { plugin: core.plugin, options: { database: database.config, secrets: { masterSecret: 'host-master-secret-0123456789-abcdefghij' }, worker: false } },
+            { plugin: oauth2.plugin, options: { publicUrl: 'https://host.example', tokenTtl: 600, ...ROOT } },
+            { plugin: tenancy.plugin, options: tenancyOptions }
+        ]
+    });
+
+    it('configures each plugin from the options its manifest line gives it', async () => {
+        const database = await createTestDatabase('sqlite');
+        const server = await createServer(hostManifest(database), { logger: Pino({ level: 'silent' }) });
+        try {
+            await server.initialize();
+            const res = await server.inject({ method: 'POST', url: '/api/oauth2/token', payload: { grant_type: 'client_credentials', client_id: ROOT.clientId, client_secret: ROOT.clientSecret } });
+            expect(res.statusCode, res.payload).to.equal(200);
+            expect((res.result as { expires_in: number }).expires_in).to.equal(600);
+        }
+        finally {
+            await server.stop();
+            await database.drop();
+        }
+    });
+
+    it('refuses a bad option at registration, naming the plugin and the option', async () => {
+        const database = await createTestDatabase('sqlite');
+        try {
+            await expect(createServer(hostManifest(database, { audit: { retentionDays: -1 } }), { logger: Pino({ level: 'silent' }) }))
+                .to.reject('Plugin hallmark-tenancy: invalid options: "audit.retentionDays" must be greater than or equal to 0');
+            await expect(createServer(hostManifest(database, { retention: 3 }), { logger: Pino({ level: 'silent' }) }))
+                .to.reject('Plugin hallmark-tenancy: invalid options: "retention" is not allowed');
+        }
+        finally {
+            await database.drop();
+        }
     });
 });

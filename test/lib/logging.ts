@@ -5,10 +5,9 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { loadConfig } from '../../lib/config';
 import { createLogger, redactQuery, redactSensitive } from '../../lib/logging';
-import { manifest } from '../../manifests/default';
 import * as probe from '../fixtures/probe-plugin';
 import { createTestDatabase } from '../helpers/databases';
-import { startTestServer, testEnv } from '../helpers/server';
+import { defaultManifestWith, startTestServer, testEnv } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
@@ -63,7 +62,7 @@ describe('logging', () => {
         const db = await createTestDatabase('sqlite');
         const log = createLogger(loadConfig(testEnv(db, env)), { destination: consoleOut.stream });
         await db.drop();
-        const t = await startTestServer('sqlite', { env, logger: log, manifest: { name: 'probe', plugins: [...manifest.plugins, { plugin: probe.plugin }] } });
+        const t = await startTestServer('sqlite', { env, logger: log, manifest: defaultManifestWith('probe', { plugin: probe.plugin }) });
         try {
             await t.server.inject({ method: 'POST', url: '/api/probe?access_token=abc', payload: { name: 'n'.repeat(100) }, headers: { authorization: 'Bearer very-secret' } });
             const text = consoleOut.text();

@@ -7,7 +7,6 @@ import Pino from 'pino';
 import { importConfigFolder } from '../../lib/config-import';
 import type { TenantContext } from '../../lib/registry/kind';
 import type { ExportResult } from '../../lib/registry/registry';
-import { manifest as defaultManifest } from '../../manifests/default';
 import { clientKind } from '../../resources/client';
 import { issuanceConfigKind } from '../../resources/issuance-config';
 import { keyChainKind } from '../../resources/key-chain';
@@ -15,13 +14,13 @@ import { kmsConfigKind } from '../../resources/kms-config';
 import { tenantKind } from '../../resources/tenant';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { defaultManifestWith, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
 // The third-party memory provider stands for a KMS outside the database: its keys are exported as references.
-const manifest = { name: 'export', plugins: [...defaultManifest.plugins, { plugin: Path.join(__dirname, '../fixtures/kms-third-party') }] };
+const manifest = defaultManifestWith('export', { plugin: Path.join(__dirname, '../fixtures/kms-third-party') });
 
 const WEBHOOK_SECRET = 'webhook-secret-never-exported';
 const CLIENT_SECRET = 'client-secret-never-exported-0123';

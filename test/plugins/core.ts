@@ -1,9 +1,8 @@
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
-import { manifest } from '../../manifests/default';
 import * as probe from '../fixtures/probe-plugin';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { defaultManifestWith, startTestServer, type TestServer } from '../helpers/server';
 import { tenantKind } from '../../resources/tenant';
 
 export const lab = Lab.script();
@@ -85,7 +84,7 @@ describe('health with the database down', () => {
 describe('core error mapping', () => {
     let t: TestServer;
     before(async () => {
-        t = await startTestServer('sqlite', { manifest: { name: 'probe', plugins: [...manifest.plugins, { plugin: probe.plugin }] } });
+        t = await startTestServer('sqlite', { manifest: defaultManifestWith('probe', { plugin: probe.plugin }) });
     });
     after(() => t.stop());
 

@@ -4,18 +4,17 @@ import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { AuditLogModel } from '../../lib/db/models/audit-log';
-import { manifest as defaultManifest } from '../../manifests/default';
 import { keyChainKind } from '../../resources/key-chain';
 import { badgeKind } from '../fixtures/kind-plugin';
 import { bearer, clientWithToken, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { defaultManifestWith, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
 /** The default manifest plus one line: a resource-kind plugin named by module path, as a third-party package would be. */
-const manifest = { name: 'with-kind-plugin', plugins: [...defaultManifest.plugins, { plugin: Path.join(__dirname, '../fixtures/kind-plugin') }] };
+const manifest = defaultManifestWith('with-kind-plugin', { plugin: Path.join(__dirname, '../fixtures/kind-plugin') });
 
 const TOKEN = 'badge-token-never-shown';
 

@@ -46,7 +46,7 @@ for (const dialect of DIALECTS) {
             expect(saved.statusCode, saved.payload).to.equal(200);
 
             // The policy tightens after the save (as when the name behind a saved URL moves to a private address).
-            t.config.outbound.allowPrivateNetwork = false;
+            t.server.outbound.allowPrivateNetwork = false;
             try {
                 const keysBefore = kms.keys.size;
                 const refused = await t.server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(tenantToken), payload: { id: 'k-remote', usageType: 'access', kmsProvider: 'remote' } });
@@ -60,7 +60,7 @@ for (const dialect of DIALECTS) {
                 expect(kms.keys.size).to.equal(keysBefore + 1);
             }
             finally {
-                t.config.outbound.allowPrivateNetwork = true;
+                t.server.outbound.allowPrivateNetwork = true;
             }
         });
     });

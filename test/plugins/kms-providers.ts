@@ -7,11 +7,10 @@ import * as X509 from '@peculiar/x509';
 import * as Jose from 'jose';
 import { loadConfig } from '../../lib/config';
 import { createLogger } from '../../lib/logging';
-import { manifest as defaultManifest } from '../../manifests/default';
 import { KmsServer } from '../fixtures/kms-server';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { defaultManifestWith, startTestServer, type TestServer } from '../helpers/server';
 import { createSoftHsmToken, type SoftHsmToken } from '../helpers/softhsm';
 
 export const lab = Lab.script();
@@ -20,7 +19,7 @@ const { describe, it, before, after } = lab;
 const KMS_TOKEN = 'kms-bearer-token-0123456789';
 
 /** The default manifest plus one line: a provider plugin named by module path, as a third-party package would be. */
-const manifest = { name: 'with-third-party-kms', plugins: [...defaultManifest.plugins, { plugin: Path.join(__dirname, '../fixtures/kms-third-party') }] };
+const manifest = defaultManifestWith('with-third-party-kms', { plugin: Path.join(__dirname, '../fixtures/kms-third-party') });
 
 for (const dialect of DIALECTS) {
     describe(`key chains on every provider (${dialect})`, () => {

@@ -211,7 +211,7 @@ for (const dialect of DIALECTS) {
                 const auditCount = async () => Number((await t.server.db.knex('audit_logs').where({ kind: 'Client', resource_id: ROOT_CLIENT.id }).count({ n: '*' }))[0]!.n);
                 expect(await auditCount()).to.equal(1);
                 const restart = async (env: Record<string, string>) => {
-                    const server = await createServer(manifest, loadConfig(testEnv(t.database, env)), { logger: Pino({ level: 'silent' }) });
+                    const server = await createServer(manifest(loadConfig(testEnv(t.database, env))), { logger: Pino({ level: 'silent' }) });
                     await server.initialize();
                     return server;
                 };

@@ -6,6 +6,7 @@ import { DataPointType, MetricReader } from '@opentelemetry/sdk-metrics';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import * as Jose from 'jose';
 import type { Manifest } from '../../lib/compose';
+import type { Config } from '../../lib/config';
 import { manifest as defaultManifest } from '../../manifests/default';
 import * as observability from '../../plugins/observability';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
@@ -48,11 +49,11 @@ const badQueryProbe: Hapi.Plugin<Record<string, never>> = {
     }
 };
 
-/** The default manifest with the observability plugin given a test exporter and reader (inserted after core if absent). */
-const testManifest = (options: observability.ObservabilityOptions): Manifest => {
-    const plugins = defaultManifest.plugins.filter((e) => (e.plugin as { name?: string }).name !== 'hallmark-observability');
-    plugins.splice(1, 0, { plugin: observability.plugin, options });
-    return { name: 'observability-test', plugins: [...plugins, { plugin: badQueryProbe }] };
+/** The default manifest with the observability plugin given a test exporter and reader as well. */
+const testManifest = (options: observability.ObservabilityOptions) => (config: Config): Manifest => {
+    const base = defaultManifest(config);
+    const plugins = base.plugins.map((e) => (e.plugin === observability.plugin ? { plugin: observability.plugin, options: { ...e.options, ...options } } : e));
+    return { ...base, name: 'observability-test', plugins: [...plugins, { plugin: badQueryProbe }] };
 };
 
 const pid = {

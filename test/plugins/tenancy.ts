@@ -4,12 +4,10 @@ import * as Lab from '@hapi/lab';
 import Joi from 'joi';
 import { assertConfigsAllowed, type ConfigUse } from '../../lib/auth/allowed-configs';
 import { ClientModel } from '../../lib/db/models/client';
-import type { Manifest } from '../../lib/compose';
-import { manifest as defaultManifest } from '../../manifests/default';
 import { pruneAuditLog } from '../../plugins/tenancy/jobs/audit-prune';
 import { bearer, clientWithToken, createClient, createTenant, jwtClaims, rootToken, tenantRowCounts, tenantSnapshot, tenantTables, tokenFor } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { ROOT_CLIENT, startTestServer, type TestServer } from '../helpers/server';
+import { defaultManifestWith, ROOT_CLIENT, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -40,7 +38,7 @@ const useConfigPlugin: Hapi.Plugin<Record<string, never>> = {
     }
 };
 
-const manifest: Manifest = { name: 'tenancy-test', plugins: [...defaultManifest.plugins, { plugin: useConfigPlugin }] };
+const manifest = defaultManifestWith('tenancy-test', { plugin: useConfigPlugin });
 
 const DAY = 86_400_000;
 

@@ -64,7 +64,7 @@ export const providerRoutes = (kms: KmsService, kmsConfigSchema: () => Joi.Objec
             const kind = request.server.registry.kind(kmsConfigKind);
             const stored = await request.server.registry.get(ctx, kmsConfigKind);
             const config = restoreRedacted(request.payload as KmsConfig, stored?.spec, kind);
-            await checkTenantKmsConfig(config, request.server.app.config.outbound);
+            await checkTenantKmsConfig(config, request.server.outbound);
             const result = await request.server.registry.write(ctx, kmsConfigKind, config);
             return redactSecrets(result.spec, kind.secrets);
         }

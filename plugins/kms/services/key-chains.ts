@@ -1,5 +1,4 @@
 import Crypto from 'node:crypto';
-import type { Config } from '../../../lib/config';
 import type { Database } from '../../../lib/db/database';
 import { KeyChainKeyModel, TenantCaModel, type PreviousKey } from '../../../lib/db/models/kms';
 import { NotFoundError, ValidationError } from '../../../lib/errors';
@@ -25,7 +24,7 @@ interface NewKey {
 
 /** Key material of key chains: keys in the tenant's KMS providers, X.509 certificates, the tenant root CA. */
 export class KeyChainService implements KeyChainMaterial {
-    constructor(private readonly deps: { db: Database; kms: KmsService; config: Config }) {}
+    constructor(private readonly deps: { db: Database; kms: KmsService; publicUrl: string }) {}
 
     private signer(store: KeyStore, keyRef: string): RawSigner {
         return (data) => store.sign(keyRef, data, 'ES256');
@@ -54,7 +53,7 @@ export class KeyChainService implements KeyChainMaterial {
     }
 
     private defaultSan(): string[] {
-        return [new URL(this.deps.config.publicUrl).hostname];
+        return [new URL(this.deps.publicUrl).hostname];
     }
 
     /** Splits a given chain into the chain credentials carry (leaf first) and a trailing self-signed root. */

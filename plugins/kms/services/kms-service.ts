@@ -1,4 +1,3 @@
-import type { Config } from '../../../lib/config';
 import type { Database } from '../../../lib/db/database';
 import { UnavailableError, ValidationError } from '../../../lib/errors';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsProviderType, type PublicJwk } from '../../../lib/kms/types';
@@ -37,7 +36,8 @@ export class KmsService {
         db: Database;
         registry: Registry;
         log: Logger;
-        config: Config;
+        outbound: OutboundPolicy;
+        timeoutMs: number;
         types: ReadonlyMap<string, KmsProviderType<any>>;
         globalConfig: () => KmsConfig | undefined;
     }) {}
@@ -94,7 +94,7 @@ export class KmsService {
         if (cached) {
             cached.store.then((s) => s.close?.()).catch(() => undefined);
         }
-        const store = this.openFresh(tenantId, entry, guarded ? this.deps.config.outbound : undefined).then((s) => this.guard(entry.id, s));
+        const store = this.openFresh(tenantId, entry, guarded ? this.deps.outbound : undefined).then((s) => this.guard(entry.id, s));
         store.catch(() => this.stores.delete(key));
         this.stores.set(key, { fingerprint, store });
         return store;
@@ -117,7 +117,7 @@ export class KmsService {
             tenantId,
             providerId: entry.id,
             log: this.deps.log.child({ kmsProvider: entry.id }),
-            timeoutMs: this.deps.config.kms.timeoutMs,
+            timeoutMs: this.deps.timeoutMs,
             ...(outbound ? { outbound } : {}),
             services: { db: this.deps.db }
         }));
@@ -138,7 +138,7 @@ export class KmsService {
     }
 
     private async deadline<T>(providerId: string, op: string, work: Promise<T>): Promise<T> {
-        const ms = this.deps.config.kms.timeoutMs;
+        const ms = this.deps.timeoutMs;
         let timer: NodeJS.Timeout | undefined;
         const timeout = new Promise<never>((_, reject) => {
             timer = setTimeout(() => reject(new UnavailableError(`KMS provider ${providerId} did not answer ${op} within ${ms} ms`)), ms);

@@ -10,11 +10,12 @@ import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
 import type { TokenEndpoint } from '../services/tokens';
 import type { SessionService } from '../../../lib/sessions/session-service';
-import type { Config } from '../../../lib/config';
 import { bindSession, linkRequest, sessionLog } from '../../../lib/session-log';
 
 export interface WalletRouteDeps {
-    config: Config;
+    publicUrl: string;
+    /** An offer may be fetched more than once. */
+    multiConsumption: boolean;
     issuer: Issuer;
     sessions: SessionService;
     metadata: MetadataService;
@@ -40,7 +41,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
     };
     const walletRequest = (request: Hapi.Request) => linkRequest({
         tenantId: request.params.tenant as string,
-        url: `${deps.config.publicUrl}${request.path}`,
+        url: `${deps.publicUrl}${request.path}`,
         method: request.method.toUpperCase(),
         dpop: request.headers.dpop as string | string[] | undefined
     }, request);
@@ -93,7 +94,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                 if (!session || session.status !== 'active' || (session.expiresAt && Date.parse(session.expiresAt) <= Date.now())) {
                     throw gone();
                 }
-                if (!deps.config.sessions.issuerMultiConsumption
+                if (!deps.multiConsumption
                     && !(await deps.sessions.update(session.id, { offerFetchedAt: new Date().toISOString() }, { isNull: ['offerFetchedAt'], status: ['active'] }))) {
                     throw gone();
                 }

@@ -1,10 +1,9 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
-import type { Config } from '../../../lib/config';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
-import { outboundRequest } from '../../../lib/outbound';
+import { outboundRequest, type OutboundPolicy } from '../../../lib/outbound';
 import type { Registry } from '../../../lib/registry/registry';
 import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
 import { sessionLog } from '../../../lib/session-log';
@@ -38,7 +37,8 @@ const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'];
 /** The credential endpoint: proofs, claims, formats, and the session's move from active to fetched. */
 export class CredentialService {
     constructor(private readonly deps: {
-        config: Config;
+        publicUrl: string;
+        outbound: OutboundPolicy;
         issuer: Issuer;
         sessions: SessionService;
         singleUse: SingleUseStore;
@@ -115,7 +115,7 @@ export class CredentialService {
         if (jwts.length > batchSize) {
             throw credentialError('invalid_credential_request', `At most ${batchSize} proofs may be sent`);
         }
-        const audience = tenantUrl(this.deps.config, tenantId);
+        const audience = tenantUrl(this.deps.publicUrl, tenantId);
         const verified = await Promise.all(jwts.map((jwt) => this.verifyProof(jwt, audience)));
         for (const nonce of new Set(verified.map((v) => v.nonce))) {
             if (!(await this.deps.singleUse.consume(tenantId, nonceKey(nonce)))) {
@@ -212,7 +212,7 @@ export class CredentialService {
         const { url, auth } = provider.spec;
         const headers: Record<string, string> = auth.type === 'apiKey' ? { [auth.config.headerName]: auth.config.value } : {};
         try {
-            const res = await outboundRequest(this.deps.config.outbound, url, { method: 'POST', headers, body: { session: session.id, credential_configuration_id: credential.id } });
+            const res = await outboundRequest(this.deps.outbound, url, { method: 'POST', headers, body: { session: session.id, credential_configuration_id: credential.id } });
             const answer = res.status >= 200 && res.status < 300 ? res.json<{ claims?: Record<string, unknown>; deferred?: boolean }>() : undefined;
             if (answer?.deferred) {
                 throw credentialError('credential_request_denied', 'Deferred issuance is not available yet');
@@ -242,7 +242,7 @@ export class CredentialService {
         }
         const vct = typeof credential.vct === 'string' ? credential.vct : credential.vct?.vct;
         return issueSdJwtVc(this.deps.signing, {
-            tenantId, keyChainId, issuer: tenantUrl(this.deps.config, tenantId), vct: vct!, claims, fields: credential.fields as never, holderJwk, lifetimeSeconds: credential.lifeTime
+            tenantId, keyChainId, issuer: tenantUrl(this.deps.publicUrl, tenantId), vct: vct!, claims, fields: credential.fields as never, holderJwk, lifetimeSeconds: credential.lifeTime
         });
     }
 }

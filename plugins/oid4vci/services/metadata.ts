@@ -1,4 +1,3 @@
-import type { Config } from '../../../lib/config';
 import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
 import { flattenFields } from '../formats/claims';
 import { tenantUrl, type Issuer } from '../issuer';
@@ -41,7 +40,7 @@ const configurationMetadata = (credential: CredentialConfig) => {
 export class MetadataService {
     private readonly cache = new Map<string, Promise<{ issuer: Metadata; authorizationServer: Metadata }>>();
 
-    constructor(private readonly deps: { config: Config; issuer: Issuer }) {}
+    constructor(private readonly deps: { publicUrl: string; issuer: Issuer }) {}
 
     invalidate(tenantId: string | null): void {
         if (tenantId) {
@@ -60,7 +59,7 @@ export class MetadataService {
     }
 
     private async compute(tenantId: string) {
-        const base = tenantUrl(this.deps.config, tenantId);
+        const base = tenantUrl(this.deps.publicUrl, tenantId);
         const [settings, credentials] = await Promise.all([this.deps.issuer.settings(tenantId), this.deps.issuer.credentialConfigs(tenantId)]);
         const issuer: Metadata = {
             credential_issuer: base,

@@ -1,6 +1,6 @@
-import type { Config } from '../../../lib/config';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
+import type { OutboundPolicy } from '../../../lib/outbound';
 import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
 import { sessionLog } from '../../../lib/session-log';
 import { deliverWebhook } from '../../../lib/webhooks';
@@ -19,7 +19,7 @@ export interface NotificationRequest {
  * and leaves the status as it was.
  */
 export class NotificationService {
-    constructor(private readonly deps: { config: Config; sessions: SessionService; log: Logger }) {}
+    constructor(private readonly deps: { outbound: OutboundPolicy; sessions: SessionService; log: Logger }) {}
 
     async notify(session: LiveSession<'issuance'>, body: NotificationRequest): Promise<void> {
         const { notification_id: notificationId, event } = body;
@@ -42,7 +42,7 @@ export class NotificationService {
 
         // The target was resolved when the offer was created (spec 6.2).
         if (data.webhook) {
-            const result = await deliverWebhook(this.deps.config.outbound, data.webhook, {
+            const result = await deliverWebhook(this.deps.outbound, data.webhook, {
                 notification: { id: notificationId, event, credentialConfigurationId: issued.credentialConfigurationId },
                 session: session.id
             }, this.deps.log);

@@ -1,6 +1,5 @@
 import Crypto from 'node:crypto';
 import Joi from 'joi';
-import type { Config } from '../../../lib/config';
 import type { Logger } from '../../../lib/logging';
 import type { Registry } from '../../../lib/registry/registry';
 import type { WebhookTarget } from '../../../lib/webhooks';
@@ -76,13 +75,13 @@ declare module '../../../lib/sessions/session-service' {
 const GENERATED_TX_CODE_LENGTH = 6;
 
 export class OfferService {
-    constructor(private readonly deps: { config: Config; issuer: Issuer; sessions: SessionService; registry: Registry; log: Logger }) {}
+    constructor(private readonly deps: { publicUrl: string; sessionTtl: number; issuer: Issuer; sessions: SessionService; registry: Registry; log: Logger }) {}
 
     async create(ctx: TenantContext & { tenantId: string }, request: OfferRequest): Promise<{ session: string; uri: string; tx_code?: string }> {
         if (request.flow !== 'pre_authorized_code') {
             throw new ValidationError('Only the pre_authorized_code flow is available', [{ path: 'flow', message: 'authorization_code needs the authorization server, which this deployment does not offer yet' }]);
         }
-        const { config, issuer, sessions } = this.deps;
+        const { publicUrl, issuer, sessions } = this.deps;
         for (const id of request.credentialConfigurationIds) {
             if (!(await issuer.credentialConfig(ctx.tenantId, id))) {
                 throw new ValidationError(`Unknown credential configuration ${id}`, [{ path: 'credentialConfigurationIds', message: `${id} does not exist` }]);
@@ -100,7 +99,7 @@ export class OfferService {
             ? Crypto.randomInt(0, 10 ** GENERATED_TX_CODE_LENGTH).toString().padStart(GENERATED_TX_CODE_LENGTH, '0')
             : request.tx_code;
         const offerId = Crypto.randomBytes(24).toString('base64url');
-        const baseUrl = tenantUrl(config, ctx.tenantId);
+        const baseUrl = tenantUrl(publicUrl, ctx.tenantId);
         const offer = {
             credential_issuer: baseUrl,
             credential_configuration_ids: request.credentialConfigurationIds,
@@ -147,9 +146,9 @@ export class OfferService {
         return { url: endpoint.spec.url, auth: endpoint.spec.auth };
     }
 
-    /** Session retention of the tenant (ttlSeconds, else SESSION_TTL): no offer or code outlives it. */
+    /** Session retention of the tenant (ttlSeconds, else the sessions plugin's default): no offer or code outlives it. */
     async retentionSeconds(tenantId: string): Promise<number> {
         const tenant = await this.deps.issuer.tenant(tenantId);
-        return tenant?.sessionConfig?.ttlSeconds ?? this.deps.config.sessions.ttl;
+        return tenant?.sessionConfig?.ttlSeconds ?? this.deps.sessionTtl;
     }
 }

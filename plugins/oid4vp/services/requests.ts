@@ -1,10 +1,9 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import Joi from 'joi';
-import type { Config } from '../../../lib/config';
 import { OAuthError, ValidationError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
-import { checkUrl, OutboundBlockedError } from '../../../lib/outbound';
+import { checkUrl, OutboundBlockedError, type OutboundPolicy } from '../../../lib/outbound';
 import type { TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
 import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
@@ -84,7 +83,7 @@ const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base
 export const REQUEST_OBJECT_TYP = 'oauth-authz-req+jwt';
 
 export class PresentationRequests {
-    constructor(private readonly deps: { config: Config; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
+    constructor(private readonly deps: { publicUrl: string; outbound: OutboundPolicy; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
 
     private ctx(tenantId: string): TenantContext {
         return { tenantId, clientId: 'system:oid4vp', roles: [] };
@@ -118,7 +117,7 @@ export class PresentationRequests {
             throw new ValidationError(`Unknown presentation configuration ${request.requestId}`, [{ path: 'requestId', message: 'does not exist' }]);
         }
         const config = stored.spec;
-        const tenantUrl = `${this.deps.config.publicUrl}/issuers/${ctx.tenantId}`;
+        const tenantUrl = `${this.deps.publicUrl}/issuers/${ctx.tenantId}`;
         const dcqlQuery = withTenantUrl(config, tenantUrl);
         const queryIds = new Set(dcqlQuery.credentials.map((c: { id: string }) => c.id));
         const transactionData = request.transaction_data ?? config.transaction_data ?? undefined;
@@ -135,7 +134,7 @@ export class PresentationRequests {
         const accessKeyChainId = await this.accessKeyChain(ctx.tenantId, config);
         const clientId = await this.clientId(ctx.tenantId, accessKeyChainId);
         const walletNonce = Crypto.randomBytes(24).toString('base64url');
-        const responseUri = `${this.deps.config.publicUrl}/presentations/${walletNonce}/oid4vp`;
+        const responseUri = `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp`;
         const { privateKey, publicKey } = await Jose.generateKeyPair('ECDH-ES', { crv: 'P-256', extractable: true });
         const kid = Crypto.randomBytes(8).toString('base64url');
         const data: PresentationData = {
@@ -162,7 +161,7 @@ export class PresentationRequests {
             expiresAt: new Date(Date.now() + (config.lifeTime ?? 300) * 1000).toISOString(),
             data
         });
-        const requestUri = `${this.deps.config.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
+        const requestUri = `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
         const uri = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
         return { session: session.id, uri, crossDeviceUri: `${uri}&request_uri_method=post` };
     }
@@ -170,7 +169,7 @@ export class PresentationRequests {
     /** An inline webhook's URL must be one the outbound policy allows now (400), and is checked again at delivery. */
     private async inlineWebhook(webhook: InlineWebhook): Promise<InlineWebhook> {
         try {
-            await checkUrl(this.deps.config.outbound, webhook.url);
+            await checkUrl(this.deps.outbound, webhook.url);
         }
         catch (err) {
             if (err instanceof OutboundBlockedError) {

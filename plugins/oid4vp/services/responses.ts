@@ -1,9 +1,9 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
-import type { Config } from '../../../lib/config';
 import { decryptEcdhEs } from '../../../lib/crypto/ecdh-es';
 import { OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
+import type { OutboundPolicy } from '../../../lib/outbound';
 import type { LiveSession, Session, SessionPatch, SessionService } from '../../../lib/sessions/session-service';
 import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
 import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
@@ -46,7 +46,7 @@ const b64urlSha256 = (value: string) => Crypto.createHash('sha256').update(value
  * records the outcome together, so exactly one response is recorded and a session is never claimed without one.
  */
 export class PresentationResponses {
-    constructor(private readonly deps: { config: Config; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
+    constructor(private readonly deps: { outbound: OutboundPolicy; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
 
     async receive(session: LiveSession<'presentation'>, form: Record<string, unknown>): Promise<WalletAnswer> {
         const { data } = session;
@@ -256,7 +256,7 @@ export class PresentationResponses {
         if (!data.webhook) {
             return undefined;
         }
-        const result = await deliverWebhook(this.deps.config.outbound, data.webhook, body, this.deps.log);
+        const result = await deliverWebhook(this.deps.outbound, data.webhook, body, this.deps.log);
         const answer = result.body as { redirectUri?: unknown } | undefined;
         if (!result.delivered || typeof answer?.redirectUri !== 'string') {
             return undefined;

@@ -1,9 +1,9 @@
 import type { Knex } from 'knex';
-import type { Config } from '../../../lib/config';
 import type { Database } from '../../../lib/db/database';
 import { TenantModel } from '../../../lib/db/models/tenant';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import type { JobDefinition } from '../../../lib/jobs';
+import type { SessionsOptions } from '../options';
 
 export const SESSION_MAINTENANCE_JOB = 'session.maintenance';
 
@@ -14,7 +14,7 @@ export interface MaintenanceDeps {
     db: Database;
     singleUse: SingleUseStore;
     /** SESSION_TTL and SESSION_CLEANUP_MODE: the defaults of tenants without a session configuration. */
-    sessions: Pick<Config['sessions'], 'ttl' | 'cleanupMode'>;
+    sessions: Pick<SessionsOptions, 'ttl' | 'cleanupMode'>;
 }
 
 export interface MaintenanceResult {

@@ -6,6 +6,7 @@ import { NotFoundError } from '../../../lib/errors';
 import { readSessionLogs, registerSessionLogger, SESSION_LOG_LEVELS } from '../../../lib/session-log';
 import type { SessionService } from '../../../lib/sessions/session-service';
 import { SESSION_READ_ROLES, visibleTypes } from '../view';
+import type { SessionLogOptions } from '../options';
 
 const READ = [...new Set([...Object.values(SESSION_READ_ROLES).flat(), 'tenant:read'])];
 
@@ -39,8 +40,8 @@ export const sessionLogRoutes = (sessions: SessionService): ServerRoute[] => [{
     }
 }];
 
-/** GET /api/session/{id}/logs and the session flow logger (which is only installed when LOG_ENABLE_SESSION_LOGGER is on). */
-export const registerSessionLogs = (server: Hapi.Server, sessions: SessionService): void => {
-    registerSessionLogger(server);
+/** GET /api/session/{id}/logs and the session flow logger (which is only installed when it is enabled). */
+export const registerSessionLogs = (server: Hapi.Server, sessions: SessionService, options: SessionLogOptions): void => {
+    registerSessionLogger(server, options);
     server.route(sessionLogRoutes(sessions));
 };

@@ -1,9 +1,9 @@
-import type { Config } from '../../../lib/config';
 import type { Database } from '../../../lib/db/database';
 import type { JobDefinition } from '../../../lib/jobs';
+import type { AuditRetention } from '../options';
 
-/** Deletes audit entries past AUDIT_LOG_RETENTION_DAYS and beyond the newest AUDIT_LOG_MAX_ENTRIES_PER_TENANT. */
-export const pruneAuditLog = async (db: Database, audit: Config['audit']): Promise<number> => {
+/** Deletes audit entries past `retentionDays` and beyond the newest `maxEntriesPerTenant` of each tenant. */
+export const pruneAuditLog = async (db: Database, audit: AuditRetention): Promise<number> => {
     let deleted = 0;
     if (audit.retentionDays > 0) {
         const cutoff = new Date(Date.now() - audit.retentionDays * 86_400_000).toISOString();
@@ -20,7 +20,7 @@ export const pruneAuditLog = async (db: Database, audit: Config['audit']): Promi
     return deleted;
 };
 
-export const auditPruneJob = (db: Database, audit: Config['audit']): JobDefinition => ({
+export const auditPruneJob = (db: Database, audit: AuditRetention): JobDefinition => ({
     name: 'audit-log.prune',
     schedule: { cron: '0 3 * * *' },
     async run({ log }) {

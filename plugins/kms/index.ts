@@ -74,13 +74,11 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const kms = new KmsService({ db, registry, log, config, types, globalConfig: global });
         const keyChains = new KeyChainService({ db, kms, config });
         server.decorate('server', 'kms', kms);
-        const signing = new SigningService(kms, keyChains);
+        const signing = new SigningService(kms, keyChains, registry);
         server.decorate('server', 'signing', signing);
 
         server.registerResource(kmsConfigKind(types, (tenantId, config) => kms.check(tenantId, config)));
         server.registerResource(keyChainKind(keyChains));
-        registry.onChange('KmsConfig', (tenantId) => tenantId && kms.invalidate(tenantId));
-        registry.onChange('KeyChain', (tenantId, id) => signing.invalidate(tenantId, id));
 
         server.ext('onPreStart', () => {
             global();

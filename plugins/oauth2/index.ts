@@ -1,4 +1,5 @@
 import type Hapi from '@hapi/hapi';
+import { clientCache } from '../../lib/auth/clients';
 import { requirePlugins } from '../../lib/compose';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logging';
@@ -44,9 +45,8 @@ const externalProvider = (server: Hapi.Server, oidc: OidcConfig, config: Config,
 const integratedServer = (server: Hapi.Server, config: Config, log: Logger): AuthMode => {
     const { db, registry } = server;
     const keys = new ServiceKeys(db, config.auth.tokenTtl);
-    const tokens = new TokenService(db, keys, { issuer: config.publicUrl, ttlSeconds: config.auth.tokenTtl });
+    const tokens = new TokenService(db, keys, server.clientCache, { issuer: config.publicUrl, ttlSeconds: config.auth.tokenTtl });
     registry.onChange('Client', (_tenantId, id) => tokens.forgetClient(id));
-    registry.onChange('Tenant', () => tokens.forgetAllClients());
     server.ext('onPreStart', async () => {
         await keys.init();
         await bootstrapRootClient(config, registry, db, log);
@@ -66,6 +66,7 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         requirePlugins(server, 'hallmark-oauth2', ['hallmark-core']);
         const { config, log } = server.app;
         server.registerResource(clientKind);
+        server.decorate('server', 'clientCache', clientCache(server.db, server.registry));
 
         const mode = config.auth.oidc ? externalProvider(server, config.auth.oidc, config, log) : integratedServer(server, config, log);
         server.auth.scheme('hallmark-bearer', bearerScheme(mode.verifier));

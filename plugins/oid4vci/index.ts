@@ -38,9 +38,6 @@ export const plugin: Hapi.Plugin<Record<string, never>> = {
         const credentials = new CredentialService({ config, issuer, sessions, singleUse, signing, registry, db, log });
         const notifications = new NotificationService({ config, sessions, log });
         const metadata = new MetadataService({ config, issuer });
-        for (const kind of ['CredentialConfig', 'IssuanceConfig']) {
-            registry.onChange(kind, (tenantId) => metadata.invalidate(tenantId));
-        }
 
         server.route([...managementRoutes(offers), ...walletRoutes({ config, issuer, sessions, metadata, tokens, credentials, notifications })]);
     }

@@ -17,12 +17,13 @@ import type { Config } from '../../lib/config';
 import type { SessionStatus, SessionType } from '../../lib/db/models/session';
 import { RequestContextManager } from './context';
 import { redactUrlQuery } from './redact';
-import { trackRequestSpan } from './span';
+import { sessionLogOf } from '../../lib/session-log';
 
-export { setSessionOnSpan, requestSpan, SESSION_ID_ATTRIBUTE } from './span';
 export { redactUrlQuery } from './redact';
 
 export const SESSIONS_METRIC = 'hallmark.sessions';
+/** The attribute of a request span naming the session the request resolved. */
+export const SESSION_ID_ATTRIBUTE = 'session.id';
 
 export interface ObservabilityOptions {
     /**
@@ -123,7 +124,7 @@ const traceRequests = (server: Hapi.Server, tracer: Tracer, contextManager: Requ
             }
         }, parent);
         spans.set(request, span);
-        trackRequestSpan(request, span);
+        sessionLogOf(request).onBind((session) => span.setAttribute(SESSION_ID_ATTRIBUTE, session.id));
         contextManager.enterWith(trace.setSpan(parent, span));
         return h.continue;
     });

@@ -3,7 +3,7 @@ import type { Session } from '../../../lib/sessions/session-service';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import type { SessionService } from '../../../lib/sessions/session-service';
-import { sessionLog } from '../../../lib/session-log';
+import type { SessionLogger } from '../../../lib/session-log';
 import { deliverWebhook } from '../../../lib/webhooks';
 import type { IssuanceData } from './offers';
 
@@ -23,7 +23,7 @@ export interface NotificationRequest {
 export class NotificationService {
     constructor(private readonly deps: { config: Config; sessions: SessionService; log: Logger }) {}
 
-    async notify(session: Session, body: NotificationRequest): Promise<void> {
+    async notify(session: Session, body: NotificationRequest, log: SessionLogger): Promise<void> {
         const { notification_id: notificationId, event } = body;
         if (!notificationId || !event) {
             throw new OAuthError(400, 'invalid_notification_request', 'notification_id and event are required');
@@ -53,6 +53,6 @@ export class NotificationService {
             }
         }
         await this.deps.sessions.transition(session.id, ['fetched'], event === 'credential_accepted' ? 'completed' : 'failed');
-        sessionLog(session).info({ event: 'notification', notificationEvent: event }, `wallet notification ${event}`);
+        log.info({ event: 'notification', notificationEvent: event }, `wallet notification ${event}`);
     }
 }

@@ -184,7 +184,7 @@ export class RequestSessionLog implements SessionLogger {
         }
         this.binding = undefined;
         if (binding.pending.length) {
-            await store(request, binding);
+            await insertRecords(request, binding);
         }
     }
 }
@@ -236,7 +236,7 @@ const verboseDetail = (request: Hapi.Request): Record<string, unknown> => {
 };
 
 /** Writes the kept records of a settled binding in one insert. */
-const store = async (request: Hapi.Request, binding: Binding): Promise<void> => {
+const insertRecords = async (request: Hapi.Request, binding: Binding): Promise<void> => {
     const entries = binding.pending.splice(0);
     const verbose = binding.store === 'verbose' ? verboseDetail(request) : undefined;
     const { db } = request.server;

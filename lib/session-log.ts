@@ -1,6 +1,5 @@
 import type Hapi from '@hapi/hapi';
 import type { Boom } from '@hapi/boom';
-import { setSessionOnSpan } from '../plugins/observability/span';
 import type { Database } from './db/database';
 import type { SessionType } from './db/models/session';
 import { DomainError } from './errors';
@@ -9,11 +8,12 @@ import { redactSensitive, type Logger } from './logging';
 /**
  * Session flow logs (LOG_ENABLE_SESSION_LOGGER, LOG_SESSION_STORE).
  *
- * A wallet request binds its session once it has resolved it (`bindSession`). From then on:
+ * A wallet request binds its session once it has resolved it (`sessionLogOf(request).bind(session, stage)`). From
+ * then on:
  * - `request.app.log` is a child of the service logger carrying sessionId and tenantId, so every later log line of
- *   the request names the session, and the request's trace gets `session.id`;
- * - with the session logger on, `sessionLog(request)` (or `sessionLog(session)`, where only the session is at hand)
- *   writes flow records: level, time, context, sessionId, tenantId, flowType, event, stage, msg;
+ *   the request names the session, and the request's trace gets `session.id` (observability listens with onBind);
+ * - with the session logger on, the request's session log, which the route hands to the services it calls, writes
+ *   flow records: level, time, context, sessionId, tenantId, flowType, event, stage, msg;
  * - a request that fails after binding leaves a warn (4xx) or error (5xx) record by itself;
  * - records are kept in `session_logs` as LOG_SESSION_STORE says (off, errors: warn and error, all, verbose: all
  *   with the redacted request and response bodies and error stacks), written in one insert before the response
@@ -26,6 +26,8 @@ declare module '@hapi/hapi' {
     interface RequestApplicationState {
         /** The request's logger; after a wallet request resolved its session, a child carrying sessionId and tenantId. */
         log?: Logger;
+        /** The request's session flow log, once made (sessionLogOf). */
+        sessionLog?: RequestSessionLog;
     }
     interface Server {
         /** Present when the session flow logger is on (registerSessionLogger). */
@@ -78,87 +80,121 @@ interface PendingEntry {
     at: string;
 }
 
+/** What a request keeps once it bound its session while the session logger is on. */
 interface Binding {
-    request: Hapi.Request;
     session: SessionRef;
     flowType: FlowType;
     stage: string;
     log: Logger;
     store: 'off' | 'errors' | 'all' | 'verbose';
     pending: PendingEntry[];
-    logger: SessionLogger;
 }
-
-const NOOP: SessionLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
-
-/** Bindings of requests that resolved a session, while the session logger is on. */
-const bindings = new WeakMap<Hapi.Request, Binding>();
-/** Objects that stand for a request (a service's request view, a resolved session) → the hapi request. */
-const carriers = new WeakMap<object, Hapi.Request>();
-
-const isHapiRequest = (value: object): value is Hapi.Request =>
-    'server' in value && 'route' in value && 'raw' in value;
-
-const requestOf = (target: object | undefined | null): Hapi.Request | undefined =>
-    !target ? undefined : carriers.get(target) ?? (isHapiRequest(target) ? target : undefined);
-
-/**
- * Lets code that is handed a plain object instead of the hapi request (a service's request view) bind and log
- * for that request. Returns the object.
- */
-export const linkRequest = <T extends object>(carrier: T, request: Hapi.Request): T => {
-    carriers.set(carrier, request);
-    return carrier;
-};
 
 export const flowTypeOf = (type: SessionType): FlowType => (type === 'issuance' ? 'OID4VCI' : 'OID4VP');
 
 /**
- * The request (or an object linked to it) has resolved its session: later log lines of the request carry
- * sessionId and tenantId, the trace gets session.id, and flow records of the request go to this session.
- * Tolerates a missing session (nothing happens). Returns the session logger of the request.
+ * The session flow log of one request (`sessionLogOf(request)`). The route binds the session once it has resolved
+ * it and hands this object, as a SessionLogger, to the services that write flow records; before binding, and with
+ * the session logger off, records go nowhere.
  */
-export const bindSession = (target: object, session: SessionRef | undefined | null, stage: string, options: { flowType?: FlowType } = {}): SessionLogger => {
-    const request = requestOf(target);
-    if (!request || !session) {
-        return NOOP;
-    }
-    carriers.set(session, request);
-    const existing = bindings.get(request);
-    if (existing && existing.session.id === session.id) {
-        existing.stage = stage;
-        return existing.logger;
-    }
-    const base = request.server.app.log;
-    const log = base.child({ sessionId: session.id, tenantId: session.tenantId });
-    request.app.log = log;
-    setSessionOnSpan(request, session.id);
+export class RequestSessionLog implements SessionLogger {
+    private binding?: Binding;
+    private readonly bindListeners: Array<(session: SessionRef) => void> = [];
 
-    const settings = request.server.sessionLogger;
-    if (!settings) {
-        return NOOP;
-    }
-    const binding: Binding = {
-        request,
-        session,
-        flowType: options.flowType ?? flowTypeOf(session.type),
-        stage,
-        log,
-        store: settings.store,
-        pending: [],
-        logger: NOOP
-    };
-    const write = (level: SessionLogLevel) => (fields: SessionLogFields, msg: string) => record(binding, level, fields, msg);
-    binding.logger = { info: write('info'), warn: write('warn'), error: write('error') };
-    bindings.set(request, binding);
-    return binding.logger;
-};
+    constructor(private readonly request: Hapi.Request) {}
 
-/** The session logger of a request (or of a session or object bound to one); a no-op before binding or when off. */
-export const sessionLog = (target?: object | null): SessionLogger => {
-    const request = requestOf(target);
-    return (request && bindings.get(request)?.logger) || NOOP;
-};
+    /** Calls `listener` with each session the request binds (the observability plugin tags the trace with it). */
+    onBind(listener: (session: SessionRef) => void): void {
+        this.bindListeners.push(listener);
+    }
+
+    /**
+     * The request has resolved its session: later log lines of the request carry sessionId and tenantId, the
+     * bind listeners hear of it, and flow records of the request go to this session. Tolerates a missing session
+     * (nothing happens). Returns this log.
+     */
+    bind(session: SessionRef | undefined | null, stage: string, options: { flowType?: FlowType } = {}): SessionLogger {
+        if (!session) {
+            return this;
+        }
+        if (this.binding && this.binding.session.id === session.id) {
+            this.binding.stage = stage;
+            return this;
+        }
+        const { request } = this;
+        const base = request.server.app.log;
+        const log = base.child({ sessionId: session.id, tenantId: session.tenantId });
+        request.app.log = log;
+        for (const listener of this.bindListeners) {
+            listener(session);
+        }
+
+        const settings = request.server.sessionLogger;
+        if (!settings) {
+            return this;
+        }
+        this.binding = {
+            session,
+            flowType: options.flowType ?? flowTypeOf(session.type),
+            stage,
+            log,
+            store: settings.store,
+            pending: []
+        };
+        return this;
+    }
+
+    info(fields: SessionLogFields, msg: string): void {
+        this.write('info', fields, msg);
+    }
+
+    warn(fields: SessionLogFields, msg: string): void {
+        this.write('warn', fields, msg);
+    }
+
+    error(fields: SessionLogFields, msg: string): void {
+        this.write('error', fields, msg);
+    }
+
+    private write(level: SessionLogLevel, fields: SessionLogFields, msg: string): void {
+        if (this.binding) {
+            record(this.binding, level, fields, msg);
+        }
+    }
+
+    /** Whether records of a bound session wait for settle(). */
+    get unsettled(): boolean {
+        return !!this.binding;
+    }
+
+    /**
+     * Before the response leaves (and before errors are mapped to their bodies): a failure after binding becomes a
+     * warn or error record, then the kept records of the request are written in one insert.
+     */
+    async settle(): Promise<void> {
+        const { binding, request } = this;
+        if (!binding) {
+            return;
+        }
+        const err = errorOf(request);
+        if (err) {
+            const status = statusOf(err);
+            const message = err instanceof DomainError ? err.message : (err.output.payload.message ?? err.message);
+            this.write(status >= 500 ? 'error' : 'warn', {
+                event: 'request_failed',
+                status,
+                ...(err.oauthError ? { error: err.oauthError } : {})
+            }, message);
+        }
+        this.binding = undefined;
+        if (binding.pending.length) {
+            await insertRecords(request, binding);
+        }
+    }
+}
+
+/** The session flow log of a request, made on first use. */
+export const sessionLogOf = (request: Hapi.Request): RequestSessionLog => (request.app.sessionLog ??= new RequestSessionLog(request));
 
 const stores = (mode: Binding['store'], level: SessionLogLevel): boolean =>
     mode === 'all' || mode === 'verbose' || (mode === 'errors' && level !== 'info');
@@ -203,29 +239,8 @@ const verboseDetail = (request: Hapi.Request): Record<string, unknown> => {
     };
 };
 
-/**
- * Before the response leaves (and before errors are mapped to their bodies): a failure after binding becomes a
- * warn or error record, then the kept records of the request are written in one insert.
- */
-const settle = async (request: Hapi.Request): Promise<void> => {
-    const binding = bindings.get(request);
-    if (!binding) {
-        return;
-    }
-    bindings.delete(request);
-    const err = errorOf(request);
-    if (err) {
-        const status = statusOf(err);
-        const message = err instanceof DomainError ? err.message : (err.output.payload.message ?? err.message);
-        binding.logger[status >= 500 ? 'error' : 'warn']({
-            event: 'request_failed',
-            status,
-            ...(err.oauthError ? { error: err.oauthError } : {})
-        }, message);
-    }
-    if (!binding.pending.length) {
-        return;
-    }
+/** Writes the kept records of a settled binding in one insert. */
+const insertRecords = async (request: Hapi.Request, binding: Binding): Promise<void> => {
     const entries = binding.pending.splice(0);
     const verbose = binding.store === 'verbose' ? verboseDetail(request) : undefined;
     const { db } = request.server;
@@ -262,13 +277,13 @@ export const registerSessionLogger = (server: Hapi.Server, options: { enabled: b
     }
     server.decorate('server', 'sessionLogger', { store: options.store });
     server.ext('onPreResponse', async (request, h) => {
-        await settle(request);
+        await request.app.sessionLog?.settle();
         return h.continue;
     }, { before: ['hallmark-core'] });
     // A request that ends without onPreResponse (a closed connection) still keeps its records.
     server.events.on('response', (request) => {
-        if (bindings.has(request)) {
-            void settle(request);
+        if (request.app.sessionLog?.unsettled) {
+            void request.app.sessionLog.settle();
         }
     });
 };

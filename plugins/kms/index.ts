@@ -7,7 +7,7 @@ import type { ConfigImportOptions } from '../../lib/config-import/options';
 import { substitutePlaceholders } from '../../lib/config-import/placeholders';
 import type { KmsProviderType } from '../../lib/kms/types';
 import { defineKeyChainKind, keyChainKind } from '../../resources/key-chain';
-import { defineKmsConfigKind, kmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
+import { defineKmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
 import { TenantModel } from '../../lib/db/models/tenant';
 import { kmsOptionsSchema, type KmsOptions } from './options';
 import { keyChainRoutes } from './routes/key-chains';
@@ -77,13 +77,11 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         const kms = new KmsService({ db, registry, log, outbound: server.outbound, timeoutMs: options.timeoutMs, types, globalConfig: global });
         const keyChains = new KeyChainService({ db, kms, publicUrl: options.publicUrl });
         server.decorate('server', 'kms', kms);
-        const signing = new SigningService(kms, keyChains);
+        const signing = new SigningService(kms, keyChains, registry);
         server.decorate('server', 'signing', signing);
 
         server.registerResource(defineKmsConfigKind(types, (tenantId, config) => kms.check(tenantId, config)));
         server.registerResource(defineKeyChainKind(keyChains));
-        registry.onChange(kmsConfigKind, (tenantId) => tenantId && kms.invalidate(tenantId));
-        registry.onChange(keyChainKind, (tenantId, id) => signing.invalidate(tenantId, id));
 
         server.ext('onPreStart', () => {
             global();

@@ -1,4 +1,5 @@
 import type Hapi from '@hapi/hapi';
+import { clientCache } from '../../lib/auth/clients';
 import { pluginOptions } from '../../lib/compose';
 import type { Logger } from '../../lib/logging';
 import { clientKind } from '../../resources/client';
@@ -13,7 +14,6 @@ import { ServiceKeys } from './service-keys';
 import { oauth2OptionsSchema, type OAuth2Options, type OidcOptions } from './options';
 import { TokenService } from './token-service';
 import type { TokenVerifier } from './verifier';
-import { tenantKind } from '../../resources/tenant';
 
 declare module '@hapi/hapi' {
     interface PluginProperties {
@@ -52,9 +52,8 @@ const externalProvider = (server: Hapi.Server, oidc: OidcOptions, config: OAuth2
 const integratedServer = (server: Hapi.Server, config: OAuth2Options & { publicUrl: string }, log: Logger): AuthMode => {
     const { db, registry } = server;
     const keys = new ServiceKeys(db, config.tokenTtl);
-    const tokens = new TokenService(db, keys, { issuer: config.publicUrl, ttlSeconds: config.tokenTtl });
+    const tokens = new TokenService(db, keys, server.clientCache, { issuer: config.publicUrl, ttlSeconds: config.tokenTtl });
     registry.onChange(clientKind, (_tenantId, id) => tokens.forgetClient(id));
-    registry.onChange(tenantKind, () => tokens.forgetAllClients());
     server.ext('onPreStart', async () => {
         await keys.init();
         await bootstrapRootClient(config, registry, log);
@@ -75,6 +74,7 @@ export const plugin: Hapi.Plugin<OAuth2Options> = {
         const config = pluginOptions('hallmark-oauth2', oauth2OptionsSchema, options);
         const { log } = server.app;
         server.registerResource(clientKind);
+        server.decorate('server', 'clientCache', clientCache(server.db, server.registry));
 
         const mode = config.oidc ? externalProvider(server, config.oidc, config, log) : integratedServer(server, { ...config, publicUrl: config.publicUrl! }, log);
         server.expose('mode', config.oidc ? 'external' : 'integrated');

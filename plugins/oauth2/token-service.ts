@@ -2,6 +2,7 @@ import Crypto from 'node:crypto';
 import type Hapi from '@hapi/hapi';
 import * as Jose from 'jose';
 import type { Database } from '../../lib/db/database';
+import type { ClientCache } from '../../lib/auth/clients';
 import { ClientModel } from '../../lib/db/models/client';
 import { OAuthError } from '../../lib/errors';
 import { AuthFailures } from './auth-failures';
@@ -19,41 +20,22 @@ export interface IssuedToken {
 }
 
 /** The integrated OAuth2 server: client credentials in, ES256 JWT access tokens out. */
-const CLIENT_CACHE_TTL_MS = 5_000;
-
 export class TokenService implements TokenVerifier {
     readonly audience: string;
     private readonly authFailures = new AuthFailures();
-    private readonly clients = new Map<string, { at: number; client: Promise<Pick<ClientModel, 'tenantId' | 'roles'> | undefined> }>();
 
     constructor(
         private readonly db: Database,
         private readonly keys: ServiceKeys,
+        private readonly clients: ClientCache,
         private readonly options: { issuer: string; ttlSeconds: number }
     ) {
         this.audience = `${options.issuer}/api`;
     }
 
-    /** A client changed or went: its tokens are judged against the new state at once in this process. */
+    /** A client changed or went: its failed attempts no longer count (its tokens follow through the client cache). */
     forgetClient(clientId: string): void {
-        this.clients.delete(clientId);
         this.authFailures.forgetClient(clientId);
-    }
-
-    /** A tenant went with all its clients. */
-    forgetAllClients(): void {
-        this.clients.clear();
-    }
-
-    /** The client as it is now, read at most every few seconds (other replicas' changes apply within that). */
-    private currentClient(clientId: string) {
-        const hit = this.clients.get(clientId);
-        if (hit && Date.now() - hit.at < CLIENT_CACHE_TTL_MS) {
-            return hit.client;
-        }
-        const client = this.db.model(ClientModel).query().findById(clientId).select('tenantId', 'roles').then((row) => row ?? undefined);
-        this.clients.set(clientId, { at: Date.now(), client });
-        return client;
     }
 
     async clientCredentials(clientId: string, secret: string, viaBasic: boolean, source: string): Promise<IssuedToken> {
@@ -113,7 +95,7 @@ export class TokenService implements TokenVerifier {
         const tenantId = typeof payload.tenant_id === 'string' ? payload.tenant_id : undefined;
         // Tokens are self-contained, but a deleted client (or tenant) must not keep acting, nor a client keep roles
         // taken from it, until the token expires.
-        const client = await this.currentClient(payload.sub!);
+        const client = await this.clients.get(payload.sub!);
         if (!client || (client.tenantId ?? undefined) !== tenantId) {
             throw new InvalidTokenError('The client of this token no longer exists');
         }

@@ -18,13 +18,14 @@ import type { SessionStatus, SessionType } from '../../lib/db/models/session';
 import { RequestContextManager } from './context';
 import { observabilityOptionsSchema, type ObservabilityOptions } from './options';
 import { redactUrlQuery } from './redact';
-import { trackRequestSpan } from './span';
+import { sessionLogOf } from '../../lib/session-log';
 
-export { setSessionOnSpan, requestSpan, SESSION_ID_ATTRIBUTE } from './span';
 export { redactUrlQuery } from './redact';
 export type { ObservabilityOptions } from './options';
 
 export const SESSIONS_METRIC = 'hallmark.sessions';
+/** The attribute of a request span naming the session the request resolved. */
+export const SESSION_ID_ATTRIBUTE = 'session.id';
 
 export interface Telemetry {
     enabled: boolean;
@@ -99,7 +100,7 @@ const traceRequests = (server: Hapi.Server, tracer: Tracer, contextManager: Requ
             }
         }, parent);
         spans.set(request, span);
-        trackRequestSpan(request, span);
+        sessionLogOf(request).onBind((session) => span.setAttribute(SESSION_ID_ATTRIBUTE, session.id));
         contextManager.enterWith(trace.setSpan(parent, span));
         return h.continue;
     });

@@ -40,9 +40,6 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
-        for (const kind of [credentialConfigKind, issuanceConfigKind]) {
-            registry.onChange(kind, (tenantId) => metadata.invalidate(tenantId));
-        }
 
         server.route([...managementRoutes(offers), ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications })]);
     }

@@ -1,3 +1,4 @@
+import { ChangeCache, changedTenant } from '../../lib/cache';
 import { ValidationError } from '../../lib/errors';
 import type { TenantContext } from '../../lib/registry/kind';
 import type { Registry } from '../../lib/registry/registry';
@@ -17,7 +18,7 @@ export interface IssuerDeps {
 
 const DEFAULTS = { batchSize: 1, dPopRequired: false, walletAttestationRequired: false, refreshTokenEnabled: false, txCodeMaxAttempts: 5 };
 
-interface TenantIssuance {
+export interface TenantIssuance {
     tenant?: Tenant;
     settings: IssuanceConfig & typeof DEFAULTS;
     credentials: Map<string, CredentialConfig>;
@@ -31,49 +32,47 @@ const CACHE_TTL_MS = 10_000;
  * its credential configurations), read once and cached until a change of those kinds (registry.onChange).
  */
 export class Issuer {
-    private readonly cache = new Map<string, { at: number; state: Promise<TenantIssuance> }>();
+    private readonly cache: ChangeCache<[tenantId: string], TenantIssuance>;
 
     constructor(private readonly deps: IssuerDeps) {
-        for (const kind of [tenantKind, issuanceConfigKind, credentialConfigKind]) {
-            deps.registry.onChange(kind, (tenantId) => tenantId && this.cache.delete(tenantId));
-        }
+        this.cache = new ChangeCache({ ttlMs: CACHE_TTL_MS, load: (tenantId: string) => this.load(tenantId) })
+            .dropOnChange(deps.registry, [tenantKind, issuanceConfigKind, credentialConfigKind], changedTenant);
     }
 
-    private state(tenantId: string): Promise<TenantIssuance> {
-        const cached = this.cache.get(tenantId);
-        if (cached && Date.now() - cached.at < CACHE_TTL_MS) {
-            return cached.state;
-        }
+    private async load(tenantId: string): Promise<TenantIssuance> {
         const ctx = systemContext(tenantId);
         const { registry } = this.deps;
-        const state = Promise.all([
+        const [tenant, settings, credentials] = await Promise.all([
             registry.get(ctx, tenantKind, tenantId),
             registry.get(ctx, issuanceConfigKind),
             registry.list(ctx, credentialConfigKind)
-        ]).then(([tenant, settings, credentials]) => ({
+        ]);
+        return {
             tenant: tenant?.spec,
             settings: { ...DEFAULTS, ...settings?.spec },
             credentials: new Map(credentials.map((c) => [c.spec.id, c.spec]))
-        }));
-        state.catch(() => this.cache.delete(tenantId));
-        this.cache.set(tenantId, { at: Date.now(), state });
-        return state;
+        };
+    }
+
+    /** Everything at once, as one snapshot: a new object after every reload (what depends on it may key on it). */
+    snapshot(tenantId: string): Promise<TenantIssuance> {
+        return this.cache.get(tenantId);
     }
 
     async tenant(tenantId: string): Promise<Tenant | undefined> {
-        return (await this.state(tenantId)).tenant;
+        return (await this.snapshot(tenantId)).tenant;
     }
 
     async settings(tenantId: string): Promise<IssuanceConfig & typeof DEFAULTS> {
-        return (await this.state(tenantId)).settings;
+        return (await this.snapshot(tenantId)).settings;
     }
 
     async credentialConfigs(tenantId: string): Promise<CredentialConfig[]> {
-        return [...(await this.state(tenantId)).credentials.values()];
+        return [...(await this.snapshot(tenantId)).credentials.values()];
     }
 
     async credentialConfig(tenantId: string, id: string): Promise<CredentialConfig | undefined> {
-        return (await this.state(tenantId)).credentials.get(id);
+        return (await this.snapshot(tenantId)).credentials.get(id);
     }
 
     /** The key chain that signs a configuration's credentials: its own, else the tenant's first attestation chain. */

@@ -1,3 +1,4 @@
+import { ChangeCache, changedTenant } from '../../../lib/cache';
 import type { Database } from '../../../lib/db/database';
 import { UnavailableError, ValidationError } from '../../../lib/errors';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsProviderType, type PublicJwk } from '../../../lib/kms/types';
@@ -22,6 +23,11 @@ interface OpenStore {
     store: Promise<KeyStore>;
 }
 
+interface TenantKmsConfig {
+    config: KmsConfig;
+    guarded: ReadonlySet<string>;
+}
+
 const CONFIG_TTL_MS = 30_000;
 
 /**
@@ -30,7 +36,7 @@ const CONFIG_TTL_MS = 30_000;
  */
 export class KmsService {
     private readonly stores = new Map<string, OpenStore>();
-    private readonly configs = new Map<string, { config: KmsConfig; guarded: ReadonlySet<string>; at: number }>();
+    private readonly configs: ChangeCache<[tenantId: string], TenantKmsConfig>;
 
     constructor(private readonly deps: {
         db: Database;
@@ -40,32 +46,24 @@ export class KmsService {
         timeoutMs: number;
         types: ReadonlyMap<string, KmsProviderType<any>>;
         globalConfig: () => KmsConfig | undefined;
-    }) {}
-
-    /** Drops what is cached for a tenant (its KMS configuration changed). */
-    invalidate(tenantId: string): void {
-        this.configs.delete(tenantId);
+    }) {
+        this.configs = new ChangeCache({ ttlMs: CONFIG_TTL_MS, load: (tenantId: string) => this.loadConfig(tenantId) })
+            .dropOnChange(deps.registry, [kmsConfigKind], changedTenant);
     }
 
     async effectiveConfig(tenantId: string): Promise<KmsConfig> {
-        return (await this.tenantConfig(tenantId)).config;
+        return (await this.configs.get(tenantId)).config;
     }
 
     /**
      * The merged configuration, and the providers a tenant configured through the API (its KmsConfig is not
      * file-managed): their connections follow the outbound policy, like webhooks; the operator's files are trusted.
      */
-    private async tenantConfig(tenantId: string): Promise<{ config: KmsConfig; guarded: ReadonlySet<string> }> {
-        const cached = this.configs.get(tenantId);
-        if (cached && Date.now() - cached.at < CONFIG_TTL_MS) {
-            return cached;
-        }
+    private async loadConfig(tenantId: string): Promise<TenantKmsConfig> {
         const tenant = await this.deps.registry.get({ tenantId, clientId: 'system:kms', roles: [] }, kmsConfigKind);
         const config = mergeKmsConfigs(this.deps.globalConfig(), tenant?.spec);
         const guarded = new Set(tenant && tenant.ownership !== 'file-managed' ? tenant.spec.providers.map((p) => p.id) : []);
-        const entry = { config, guarded, at: Date.now() };
-        this.configs.set(tenantId, entry);
-        return entry;
+        return { config, guarded };
     }
 
     /** Whether a provider comes from the tenant's own configuration (not the shared global kms.json or db). */
@@ -75,7 +73,7 @@ export class KmsService {
     }
 
     async provider(tenantId: string, providerId?: string): Promise<{ entry: KmsProviderEntry; store: KeyStore }> {
-        const { config, guarded } = await this.tenantConfig(tenantId);
+        const { config, guarded } = await this.configs.get(tenantId);
         const id = providerId ?? config.defaultProvider ?? 'db';
         const entry = config.providers.find((p) => p.id === id);
         if (!entry) {
@@ -158,7 +156,7 @@ export class KmsService {
     }
 
     async health(tenantId: string): Promise<ProviderHealth[]> {
-        const { config, guarded } = await this.tenantConfig(tenantId);
+        const { config, guarded } = await this.configs.get(tenantId);
         return Promise.all(config.providers.map(async (entry) => {
             const base = { id: entry.id, type: entry.type, ...(entry.description ? { description: entry.description } : {}), default: entry.id === (config.defaultProvider ?? 'db') };
             try {

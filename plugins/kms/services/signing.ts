@@ -1,10 +1,13 @@
 import { cborEncode } from '@animo-id/mdoc';
 import type { JWK } from 'jose';
+import { ChangeCache, changedResource } from '../../../lib/cache';
 import { pemToX5c } from '../../../lib/kms/certificates';
 import type { PublicJwk } from '../../../lib/kms/types';
 import type { KeyChainKeyModel } from '../../../lib/db/models/kms';
+import type { Registry } from '../../../lib/registry/registry';
 import type { KeyChainService } from './key-chains';
 import type { KmsService } from './kms-service';
+import { keyChainKind } from '../../../resources/key-chain';
 
 export interface SigningMaterial {
     keyChainId: string;
@@ -35,33 +38,22 @@ const COSE_SIGN1_TAG_BYTE = 0xc0 | COSE_SIGN1_TAG;
  * asks it with a tenant and a key chain id. Key material stays in the KMS provider.
  */
 export class SigningService {
-    private readonly cache = new Map<string, { row: Promise<KeyChainKeyModel>; at: number }>();
+    /**
+     * Key material is read on every signature, so it is cached: dropped when the chain changes in this process (it
+     * was rotated, replaced or deleted), and at most CACHE_TTL_MS old when another replica rotated the chain (its
+     * previous key stays valid meanwhile).
+     */
+    private readonly rows: ChangeCache<[tenantId: string, keyChainId: string], KeyChainKeyModel>;
     private readonly derived = new WeakMap<KeyChainKeyModel, SigningMaterial>();
 
-    constructor(private readonly kms: KmsService, private readonly keyChains: KeyChainService) {}
-
-    /** Drops a key chain's cached material (it was rotated, replaced or deleted). */
-    invalidate(tenantId: string | null, keyChainId: string): void {
-        this.cache.delete(`${tenantId}\u0000${keyChainId}`);
+    constructor(private readonly kms: KmsService, private readonly keyChains: KeyChainService, registry: Registry) {
+        this.rows = new ChangeCache({ ttlMs: CACHE_TTL_MS, load: (tenantId: string, keyChainId: string) => keyChains.material(tenantId, keyChainId) })
+            .dropOnChange(registry, [keyChainKind], changedResource);
     }
 
-    /**
-     * Key material is read on every signature, so it is cached: invalidated on change in this process, and at most
-     * CACHE_TTL_MS old when another replica rotated the chain (its previous key stays valid meanwhile).
-     */
+    /** Inside a write, material is read in its transaction rather than from the cache. */
     private row(tenantId: string, keyChainId: string): Promise<KeyChainKeyModel> {
-        if (this.keyChains.inTransaction()) {
-            return this.keyChains.material(tenantId, keyChainId);
-        }
-        const key = `${tenantId}\u0000${keyChainId}`;
-        const cached = this.cache.get(key);
-        if (cached && Date.now() - cached.at < CACHE_TTL_MS) {
-            return cached.row;
-        }
-        const row = this.keyChains.material(tenantId, keyChainId);
-        row.catch(() => this.cache.delete(key));
-        this.cache.set(key, { row, at: Date.now() });
-        return row;
+        return this.keyChains.inTransaction() ? this.keyChains.material(tenantId, keyChainId) : this.rows.get(tenantId, keyChainId);
     }
 
     async material(tenantId: string, keyChainId: string): Promise<SigningMaterial> {

@@ -10,7 +10,7 @@ import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
 import type { TokenEndpoint } from '../services/tokens';
 import type { SessionService } from '../../../lib/sessions/session-service';
-import { bindSession, linkRequest, sessionLog } from '../../../lib/session-log';
+import { sessionLogOf } from '../../../lib/session-log';
 
 export interface WalletRouteDeps {
     publicUrl: string;
@@ -39,12 +39,13 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             throw new NotFoundError('Unknown issuer');
         }
     };
-    const walletRequest = (request: Hapi.Request) => linkRequest({
+    const walletRequest = (request: Hapi.Request) => ({
         tenantId: request.params.tenant as string,
         url: `${deps.publicUrl}${request.path}`,
         method: request.method.toUpperCase(),
-        dpop: request.headers.dpop as string | string[] | undefined
-    }, request);
+        dpop: request.headers.dpop as string | string[] | undefined,
+        sessionLog: sessionLogOf(request)
+    });
     const refuseQueryToken = (request: Hapi.Request) => {
         if ('access_token' in request.query) {
             throw new OAuthError(400, 'invalid_request', 'Access tokens are not accepted in the query string');
@@ -89,7 +90,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request, h) => {
                 const tenantId = request.params.tenant as string;
                 const session = await deps.sessions.findBy('issuance', tenantId, 'offerId', request.params.id as string);
-                bindSession(request, session, 'offer');
+                const log = sessionLogOf(request).bind(session, 'offer');
                 const gone = () => new NotFoundError('Unknown or already used credential offer');
                 if (!session || session.status !== 'active' || (session.expiresAt && Date.parse(session.expiresAt) <= Date.now())) {
                     throw gone();
@@ -98,7 +99,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                     && !(await deps.sessions.update(session.id, { offerFetchedAt: new Date().toISOString() }, { isNull: ['offerFetchedAt'], status: ['active'] }))) {
                     throw gone();
                 }
-                sessionLog(request).info({ event: 'flow_start' }, 'credential offer fetched');
+                log.info({ event: 'flow_start' }, 'credential offer fetched');
                 return noStore(h.response(session.data.offer));
             }
         },
@@ -129,8 +130,8 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request, h) => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
-                bindSession(request, session, 'credential');
-                return noStore(h.response(await deps.credentials.issue(session, request.payload as object)));
+                const log = sessionLogOf(request).bind(session, 'credential');
+                return noStore(h.response(await deps.credentials.issue(session, request.payload as object, log)));
             }
         },
         {
@@ -140,8 +141,8 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             handler: async (request, h) => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
-                bindSession(request, session, 'notification');
-                await deps.notifications.notify(session, request.payload as object);
+                const log = sessionLogOf(request).bind(session, 'notification');
+                await deps.notifications.notify(session, request.payload as object, log);
                 return h.response().code(204);
             }
         },
@@ -151,7 +152,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Deferred credential endpoint' },
             handler: async (request) => {
                 refuseQueryToken(request);
-                bindSession(request, await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined), 'deferred');
+                sessionLogOf(request).bind(await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined), 'deferred');
                 // No issuance is deferred yet, so no transaction id can be valid.
                 throw new OAuthError(400, 'invalid_transaction_id', 'No deferred credential is pending for this transaction_id');
             }

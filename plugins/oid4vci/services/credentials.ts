@@ -6,7 +6,7 @@ import type { Logger } from '../../../lib/logging';
 import { outboundRequest, type OutboundPolicy } from '../../../lib/outbound';
 import type { Registry } from '../../../lib/registry/registry';
 import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
-import { sessionLog } from '../../../lib/session-log';
+import type { SessionLogger } from '../../../lib/session-log';
 import { attributeProviderKind } from '../../../resources/attribute-provider';
 import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
 import type { SigningService } from '../../kms/services/signing';
@@ -53,7 +53,7 @@ export class CredentialService {
         return nonce;
     }
 
-    async issue(session: LiveSession<'issuance'>, body: CredentialRequest): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
+    async issue(session: LiveSession<'issuance'>, body: CredentialRequest, log: SessionLogger): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
         const { issuer } = this.deps;
         const tenantId = session.tenantId;
         if (['completed', 'failed', 'expired'].includes(session.status)) {
@@ -87,7 +87,7 @@ export class CredentialService {
         // Appended without losing a concurrent request's id; a first issuance also moves active to fetched.
         const entry = { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() };
         await this.deps.sessions.mutateData<'issuance'>(session, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
-        sessionLog(session).info({ event: 'credential_issued', credentialConfigurationId: configId, format: credential.config.format, count: credentials.length }, 'credential issued');
+        log.info({ event: 'credential_issued', credentialConfigurationId: configId, format: credential.config.format, count: credentials.length }, 'credential issued');
         return { credentials, notification_id: notificationId };
     }
 

@@ -1,6 +1,6 @@
 import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
 import { flattenFields } from '../formats/claims';
-import { tenantUrl, type Issuer } from '../issuer';
+import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
 import { PRE_AUTHORIZED_GRANT } from './offers';
 
 type Metadata = Record<string, unknown>;
@@ -36,31 +36,34 @@ const configurationMetadata = (credential: CredentialConfig) => {
     };
 };
 
-/** Credential issuer and authorization server metadata of each tenant; cached until a configuration changes. */
+interface TenantMetadata {
+    issuer: Metadata;
+    authorizationServer: Metadata;
+}
+
+/**
+ * Credential issuer and authorization server metadata of each tenant. Built from the issuer's snapshot of the
+ * tenant's configuration and kept with it, so it follows that snapshot's invalidation (a change here at once,
+ * another replica's within the issuer's TTL).
+ */
 export class MetadataService {
-    private readonly cache = new Map<string, Promise<{ issuer: Metadata; authorizationServer: Metadata }>>();
+    private readonly built = new WeakMap<TenantIssuance, TenantMetadata>();
 
     constructor(private readonly deps: { publicUrl: string; issuer: Issuer }) {}
 
-    invalidate(tenantId: string | null): void {
-        if (tenantId) {
-            this.cache.delete(tenantId);
+    private async build(tenantId: string): Promise<TenantMetadata> {
+        const snapshot = await this.deps.issuer.snapshot(tenantId);
+        let metadata = this.built.get(snapshot);
+        if (!metadata) {
+            metadata = this.compute(tenantId, snapshot);
+            this.built.set(snapshot, metadata);
         }
+        return metadata;
     }
 
-    private build(tenantId: string) {
-        let built = this.cache.get(tenantId);
-        if (!built) {
-            built = this.compute(tenantId);
-            built.catch(() => this.cache.delete(tenantId));
-            this.cache.set(tenantId, built);
-        }
-        return built;
-    }
-
-    private async compute(tenantId: string) {
+    private compute(tenantId: string, { settings, credentials: byId }: TenantIssuance): TenantMetadata {
         const base = tenantUrl(this.deps.publicUrl, tenantId);
-        const [settings, credentials] = await Promise.all([this.deps.issuer.settings(tenantId), this.deps.issuer.credentialConfigs(tenantId)]);
+        const credentials = [...byId.values()];
         const issuer: Metadata = {
             credential_issuer: base,
             authorization_servers: [base],

@@ -2,7 +2,7 @@ import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import type { OutboundPolicy } from '../../../lib/outbound';
 import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
-import { sessionLog } from '../../../lib/session-log';
+import type { SessionLogger } from '../../../lib/session-log';
 import { deliverWebhook } from '../../../lib/webhooks';
 
 export const NOTIFICATION_EVENTS = ['credential_accepted', 'credential_failure', 'credential_deleted'] as const;
@@ -21,7 +21,7 @@ export interface NotificationRequest {
 export class NotificationService {
     constructor(private readonly deps: { outbound: OutboundPolicy; sessions: SessionService; log: Logger }) {}
 
-    async notify(session: LiveSession<'issuance'>, body: NotificationRequest): Promise<void> {
+    async notify(session: LiveSession<'issuance'>, body: NotificationRequest, log: SessionLogger): Promise<void> {
         const { notification_id: notificationId, event } = body;
         if (!notificationId || !event) {
             throw new OAuthError(400, 'invalid_notification_request', 'notification_id and event are required');
@@ -51,6 +51,6 @@ export class NotificationService {
             }
         }
         await this.deps.sessions.transition(session.id, ['fetched'], event === 'credential_accepted' ? 'completed' : 'failed');
-        sessionLog(session).info({ event: 'notification', notificationEvent: event }, `wallet notification ${event}`);
+        log.info({ event: 'notification', notificationEvent: event }, `wallet notification ${event}`);
     }
 }

@@ -3,7 +3,7 @@ import { OAuthError } from '../../../lib/errors';
 import type { LiveSession, Session } from '../../../lib/sessions/session-service';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
-import { bindSession, sessionLog } from '../../../lib/session-log';
+import type { RequestSessionLog } from '../../../lib/session-log';
 import type { Issuer } from '../issuer';
 import { PRE_AUTHORIZED_GRANT, type OfferService } from './offers';
 
@@ -30,6 +30,8 @@ export interface WalletRequest {
     url: string;
     method: string;
     dpop?: string | string[];
+    /** The request's session flow log: the token endpoint binds the session it resolves by the code. */
+    sessionLog: RequestSessionLog;
 }
 
 /** Pre-authorized code grant: the code is single use, the tx_code locks after `txCodeMaxAttempts` guesses. */
@@ -60,7 +62,7 @@ export class TokenEndpoint {
         if (!session) {
             throw invalidGrant('The pre-authorized code is not valid');
         }
-        bindSession(request, session, 'token');
+        const log = request.sessionLog.bind(session, 'token');
         const retentionSeconds = await offers.retentionSeconds(request.tenantId);
         this.checkRedeemable(session, retentionSeconds);
         const { data } = session;
@@ -85,7 +87,7 @@ export class TokenEndpoint {
             // A right tx_code that lost the race to a concurrent request must not answer otherwise than a wrong one.
             throw data.txCodeHash ? TX_CODE_NOT_ACCEPTED() : invalidGrant('The pre-authorized code has already been used');
         }
-        sessionLog(session).info({ event: 'token_issued', tokenType: dpop ? 'DPoP' : 'Bearer' }, 'access token issued');
+        log.info({ event: 'token_issued', tokenType: dpop ? 'DPoP' : 'Bearer' }, 'access token issued');
         return { access_token: accessToken, token_type: dpop ? 'DPoP' : 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS };
     }
 

@@ -1,3 +1,4 @@
+import { ChangeCache, changedTenant } from '../../../lib/cache';
 import type { Registry } from '../../../lib/registry/registry';
 import { VerificationFailure } from '../../../lib/verify/failures';
 import type { TrustAnchor } from '../../../lib/verify/trust';
@@ -22,26 +23,19 @@ const derToPem = (base64: string) => `-----BEGIN CERTIFICATE-----\n${base64.repl
 const CACHE_TTL_MS = 10_000;
 
 export class TrustAnchors {
-    private readonly cache = new Map<string, { at: number; lists: Promise<TrustList[]> }>();
-
-    constructor(private readonly deps: { registry: Registry }) {
-        deps.registry.onChange(trustListKind, (tenantId) => tenantId && this.cache.delete(tenantId));
-    }
-
     /** The tenant's trust lists, cached until one changes here (another replica's change within CACHE_TTL_MS). */
-    private lists(tenantId: string): Promise<TrustList[]> {
-        const hit = this.cache.get(tenantId);
-        if (hit && Date.now() - hit.at < CACHE_TTL_MS) {
-            return hit.lists;
-        }
-        const lists = this.deps.registry.list({ tenantId, clientId: 'system:oid4vp', roles: [] }, trustListKind).then((all) => all.map((l) => l.spec));
-        lists.catch(() => this.cache.delete(tenantId));
-        this.cache.set(tenantId, { at: Date.now(), lists });
-        return lists;
+    private readonly lists: ChangeCache<[tenantId: string], TrustList[]>;
+
+    constructor(deps: { registry: Registry }) {
+        this.lists = new ChangeCache({
+            ttlMs: CACHE_TTL_MS,
+            load: (tenantId: string) => deps.registry.list({ tenantId, clientId: 'system:oid4vp', roles: [] }, trustListKind)
+                .then((all) => all.map((l) => l.spec))
+        }).dropOnChange(deps.registry, [trustListKind], changedTenant);
     }
 
     async forQuery(tenantId: string, trustedAuthorities: TrustedAuthorityQuery[] | undefined): Promise<TrustAnchor[]> {
-        const lists = await this.lists(tenantId);
+        const lists = await this.lists.get(tenantId);
         if (!trustedAuthorities?.length) {
             return lists.flatMap(anchorsOf);
         }

@@ -1,0 +1,76 @@
+import type { KindRef } from './registry/kind';
+import type { Registry } from './registry/registry';
+
+/** A resource the registry reports as created, updated or deleted. */
+export interface Change {
+    tenantId: string | null;
+    id: string;
+}
+
+/** Which entries a change drops: one key, every entry ('all'), or none (undefined). */
+export type DropRule<K extends readonly string[]> = (change: Change) => K | 'all' | undefined;
+
+/** A change drops its tenant's entry (a change outside any tenant drops nothing). */
+export const changedTenant: DropRule<[tenantId: string]> = (change) => (change.tenantId ? [change.tenantId] : undefined);
+
+/** A change drops the entry of the changed resource itself, keyed by tenant and id. */
+export const changedResource: DropRule<[tenantId: string, id: string]> = (change) => (change.tenantId ? [change.tenantId, change.id] : undefined);
+
+export interface ChangeCacheOptions<K extends readonly string[], V> {
+    /** Reads the value of a key on a miss. */
+    load: (...key: K) => Promise<V>;
+    /**
+     * How long a value may stand for state another replica changed (this process's own changes drop it at once).
+     * Without it a value stands until a change here.
+     */
+    ttlMs?: number;
+}
+
+/**
+ * The cache of configuration state read on hot paths: a value per key (a tenant, a tenant's resource, a client),
+ * read through `load`. Concurrent misses share one read; a failed read is not kept, so the next call reads again;
+ * an entry is dropped when the registry reports a change of a kind it is built from (`dropOnChange`), and read
+ * again once older than `ttlMs`.
+ */
+export class ChangeCache<K extends readonly string[], V> {
+    private readonly entries = new Map<string, { at: number; value: Promise<V> }>();
+
+    constructor(private readonly options: ChangeCacheOptions<K, V>) {}
+
+    get(...key: K): Promise<V> {
+        const id = key.join('\u0000');
+        const hit = this.entries.get(id);
+        if (hit && (this.options.ttlMs === undefined || Date.now() - hit.at < this.options.ttlMs)) {
+            return hit.value;
+        }
+        const entry = { at: Date.now(), value: this.options.load(...key) };
+        // Only this read's own entry goes: a newer one (after a change) stays.
+        entry.value.catch(() => this.entries.get(id) === entry && this.entries.delete(id));
+        this.entries.set(id, entry);
+        return entry.value;
+    }
+
+    delete(...key: K): void {
+        this.entries.delete(key.join('\u0000'));
+    }
+
+    clear(): void {
+        this.entries.clear();
+    }
+
+    /** Drops what `rule` names whenever a resource of one of `kinds` changes in this process. */
+    dropOnChange(registry: Pick<Registry, 'onChange'>, kinds: ReadonlyArray<KindRef<unknown>>, rule: DropRule<K>): this {
+        for (const kind of kinds) {
+            registry.onChange(kind, (tenantId, id) => {
+                const drop = rule({ tenantId, id });
+                if (drop === 'all') {
+                    this.clear();
+                }
+                else if (drop) {
+                    this.delete(...drop);
+                }
+            });
+        }
+        return this;
+    }
+}

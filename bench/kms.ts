@@ -1,7 +1,7 @@
 import Crypto from 'node:crypto';
 import Pino from 'pino';
 import { createServer } from '../lib/compose';
-import { loadConfig } from '../lib/config';
+import { loadConfig } from '../manifests/environment';
 import { manifest } from '../manifests/default';
 import { KmsServer } from '../test/fixtures/kms-server';
 import { createSoftHsmToken } from '../test/helpers/softhsm';

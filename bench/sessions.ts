@@ -2,7 +2,7 @@ import type Hapi from '@hapi/hapi';
 import type { Knex } from 'knex';
 import Pino from 'pino';
 import { createServer } from '../lib/compose';
-import { loadConfig } from '../lib/config';
+import { loadConfig } from '../manifests/environment';
 import { SessionSearch, type SessionListQuery } from '../lib/sessions/search';
 import { sha256Hex } from '../lib/sessions/session-service';
 import { manifest } from '../manifests/default';

@@ -1,6 +1,6 @@
 import type Hapi from '@hapi/hapi';
 import { createServer, type Manifest } from '../lib/compose';
-import { ConfigError, loadConfig, type Config } from '../lib/config';
+import { ConfigError, loadConfig, type Config } from '../manifests/environment';
 import { ColumnCipher } from '../lib/crypto/column-cipher';
 import { SecretHasher } from '../lib/crypto/secret-hash';
 import { Database, DatabaseUnreachableError } from '../lib/db/database';

@@ -2,7 +2,6 @@ import Fs from 'node:fs';
 import Path from 'node:path';
 import Pino, { type Logger } from 'pino';
 import PinoPretty from 'pino-pretty';
-import type { Config } from './config';
 
 export type { Logger } from 'pino';
 
@@ -51,7 +50,20 @@ export const redactQuery = (url: string): string =>
  * so the file keeps message order even when the process dies.
  */
 /** `destination` replaces stdout for the formatted console output (tests). */
-export const createLogger = (config: Pick<Config, 'log'>, options: { destination?: NodeJS.WritableStream } = {}): Logger => {
+/** The logging settings (LOG_* variables). */
+export interface LogSettings {
+    level: 'debug' | 'info' | 'warn' | 'error';
+    http: boolean;
+    httpResponseBody: boolean;
+    httpResponseBodyMaxLength: number;
+    redact: boolean;
+    session: boolean;
+    sessionStore: 'off' | 'errors' | 'all' | 'verbose';
+    toFile: boolean;
+    filePath: string;
+}
+
+export const createLogger = (config: { log: LogSettings }, options: { destination?: NodeJS.WritableStream } = {}): Logger => {
     const streams: Pino.StreamEntry[] = [{
         level: config.log.level,
         stream: PinoPretty({ destination: options.destination ?? 1, sync: true, colorize: false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })

@@ -1,5 +1,5 @@
 import type { Manifest } from '../lib/compose';
-import type { Config } from '../lib/config';
+import type { Config } from './environment';
 import * as core from '../plugins/core';
 import type { CoreOptions } from '../plugins/core/options';
 import * as docs from '../plugins/docs';

@@ -4,7 +4,7 @@ import type { ColumnCipher } from '../crypto/column-cipher';
 import type { SecretHasher } from '../crypto/secret-hash';
 import type { BaseModel } from './model';
 import { createKnex, dialectOf, ping, type Dialect } from './knex';
-import type { DatabaseConfig } from '../config';
+import type { DatabaseConfig } from './config';
 
 /** The variables that say where the PostgreSQL database is and how to log in: what to check when it cannot be reached. */
 const CONNECTION_VARIABLES = 'DB_HOST, DB_PORT, DB_USERNAME, DB_PASSWORD, DB_DATABASE and DB_SSL';

@@ -2,7 +2,7 @@ import Fs from 'node:fs';
 import Path from 'node:path';
 import Knex, { type Knex as KnexType } from 'knex';
 import { knexSnakeCaseMappers } from 'objection';
-import type { DatabaseConfig } from '../config';
+import type { DatabaseConfig } from './config';
 
 export type Dialect = 'sqlite' | 'postgres';
 

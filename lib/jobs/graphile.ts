@@ -1,7 +1,7 @@
 import { Logger as GraphileLogger, parseCronItem, parseCronItems, run, type CronItem, type Runner, type Task, type TaskList } from 'graphile-worker';
 import { Pool } from 'pg';
 import type { Logger } from 'pino';
-import type { DatabaseConfig } from '../config';
+import type { DatabaseConfig } from '../db/config';
 import { pgSsl } from '../db/knex';
 import type { JobDefinition, JobRunner } from './types';
 

@@ -1,6 +1,6 @@
 import { CronExpressionParser } from 'cron-parser';
 import type { Logger } from 'pino';
-import type { DatabaseConfig } from '../config';
+import type { DatabaseConfig } from '../db/config';
 import { InProcessJobRunner } from './in-process';
 import type { JobDefinition, JobRunner } from './types';
 

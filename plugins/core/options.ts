@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import { configImportOptionsSchema, type ConfigImportOptions } from '../../lib/config-import/options';
-import type { DatabaseConfig } from '../../lib/config';
+import type { DatabaseConfig } from '../../lib/db/config';
 import type { OutboundPolicy } from '../../lib/outbound';
 
 export type DatabaseOptions = DatabaseConfig & {

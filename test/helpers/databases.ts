@@ -3,7 +3,7 @@ import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
 import Knex from 'knex';
-import type { DatabaseConfig } from '../../lib/config';
+import type { DatabaseConfig } from '../../lib/db/config';
 import { ColumnCipher } from '../../lib/crypto/column-cipher';
 import { Database } from '../../lib/db/database';
 

@@ -1,7 +1,7 @@
 import type Hapi from '@hapi/hapi';
 import Pino from 'pino';
 import { createServer, type Manifest, type ManifestEntry } from '../../lib/compose';
-import { loadConfig, type Config } from '../../lib/config';
+import { loadConfig, type Config } from '../../manifests/environment';
 import { manifest as defaultManifest } from '../../manifests/default';
 import { createTestDatabase, type DialectName, type TestDatabase } from './databases';
 

@@ -1,6 +1,6 @@
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
-import { ConfigError, loadConfig } from '../../lib/config';
+import { ConfigError, loadConfig } from '../../manifests/environment';
 
 export const lab = Lab.script();
 const { describe, it } = lab;

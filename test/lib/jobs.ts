@@ -5,7 +5,7 @@ import Knex from 'knex';
 import Pino, { type Logger } from 'pino';
 import { createJobRunner, InProcessJobRunner, type JobDefinition, type JobRunner } from '../../lib/jobs';
 import { GRAPHILE_SCHEMA, GraphileJobRunner } from '../../lib/jobs/graphile';
-import type { DatabaseConfig } from '../../lib/config';
+import type { DatabaseConfig } from '../../lib/db/config';
 import { createTestDatabase, DIALECTS, type TestDatabase } from '../helpers/databases';
 
 export const lab = Lab.script();

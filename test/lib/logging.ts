@@ -3,7 +3,7 @@ import Path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
-import { loadConfig } from '../../lib/config';
+import { loadConfig } from '../../manifests/environment';
 import { createLogger, redactQuery, redactSensitive } from '../../lib/logging';
 import * as probe from '../fixtures/probe-plugin';
 import { createTestDatabase } from '../helpers/databases';

@@ -5,7 +5,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as X509 from '@peculiar/x509';
 import * as Jose from 'jose';
-import { loadConfig } from '../../lib/config';
+import { loadConfig } from '../../manifests/environment';
 import { createLogger } from '../../lib/logging';
 import { KmsServer } from '../fixtures/kms-server';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';

@@ -2,7 +2,7 @@ import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
-import { loadConfig } from '../../lib/config';
+import { loadConfig } from '../../manifests/environment';
 import { createServer } from '../../lib/compose';
 import { manifest } from '../../manifests/default';
 import { ServiceKeyModel } from '../../lib/db/models/service-key';

@@ -6,7 +6,7 @@ import { DataPointType, MetricReader } from '@opentelemetry/sdk-metrics';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import * as Jose from 'jose';
 import type { Manifest } from '../../lib/compose';
-import type { Config } from '../../lib/config';
+import type { Config } from '../../manifests/environment';
 import { manifest as defaultManifest } from '../../manifests/default';
 import * as observability from '../../plugins/observability';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';

@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
-import type { Config } from '../../lib/config';
+import type { Config } from '../../manifests/environment';
 import { createLogger } from '../../lib/logging';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS, type DialectName } from '../helpers/databases';

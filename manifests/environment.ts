@@ -1,18 +1,21 @@
 import Path from 'node:path';
 import Joi from 'joi';
+import type { DatabaseConfig } from '../lib/db/config';
+import type { LogSettings } from '../lib/logging';
 import { coreOptionsSchema, type DatabaseOptions, type ServiceSecrets } from '../plugins/core/options';
 import { kmsOptionsSchema, type KmsOptions } from '../plugins/kms/options';
 import { oauth2OptionsSchema, type OAuth2Options } from '../plugins/oauth2/options';
 import { observabilityOptionsSchema, type ObservabilityOptions } from '../plugins/observability/options';
-import { sessionsOptionsSchema, type SessionLogOptions, type SessionsOptions } from '../plugins/sessions/options';
+import { sessionsOptionsSchema, type SessionsOptions } from '../plugins/sessions/options';
 import { tenancyOptionsSchema, type AuditRetention } from '../plugins/tenancy/options';
-import type { ConfigImportOptions } from './config-import/options';
-import type { OutboundPolicy } from './outbound';
-import { packageVersion } from './package-info';
+import type { ConfigImportOptions } from '../lib/config-import/options';
+import type { OutboundPolicy } from '../lib/outbound';
+import { packageVersion } from '../lib/package-info';
 
 /**
  * The one place that reads the process environment: the contractual variable names, validated and mapped into the
- * options of the plugins (manifests/default.ts passes each plugin its group). Booleans accept
+ * options of the plugins (manifests/default.ts passes each plugin its group). It lives beside the manifests, not in
+ * lib, because it knows the plugins' option schemas and lib never imports a plugin. Booleans accept
  * true/false/1/0/yes/no/on/off so container platforms can pass them as they like.
  */
 
@@ -106,18 +109,6 @@ const envSchema = Joi.object({
     })
     .unknown(true);
 
-export type DatabaseConfig =
-    | { type: 'sqlite'; filename: string }
-    | {
-        type: 'postgres';
-        host: string;
-        port: number;
-        user: string;
-        password: string;
-        database: string;
-        ssl?: { rejectUnauthorized: boolean; caPath?: string; certPath?: string; keyPath?: string; passphrase?: string };
-    };
-
 /**
  * The parsed environment. Its groups are the options of the plugins they configure (see manifests/default.ts, which
  * hands them on), so each shape is declared once, next to the joi schema of its plugin.
@@ -139,17 +130,7 @@ export interface Config {
     kms: Pick<KmsOptions, 'timeoutMs'>;
     outbound: OutboundPolicy;
     configImport: ConfigImportOptions;
-    log: {
-        level: 'debug' | 'info' | 'warn' | 'error';
-        http: boolean;
-        httpResponseBody: boolean;
-        httpResponseBodyMaxLength: number;
-        redact: boolean;
-        session: boolean;
-        sessionStore: SessionLogOptions['store'];
-        toFile: boolean;
-        filePath: string;
-    };
+    log: LogSettings;
     audit: AuditRetention;
     /** Traces go to an OTLP/HTTP collector when either OTEL_EXPORTER_OTLP_* endpoint is set. */
     otel: Pick<ObservabilityOptions, 'otlpEndpoint' | 'otlpTracesEndpoint'> & { disabled: boolean };

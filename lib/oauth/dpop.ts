@@ -45,6 +45,8 @@ const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k', 'oth', 'priv'];
 const MAX_PROOF_LENGTH = 8192;
 // single_use_values.key is 255 characters: 'dpop:' + 43 (thumbprint) + ':' leaves 206 for the jti.
 const MAX_JTI_LENGTH = 200;
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const NONCE_TIME_BYTES = 8;
 const NONCE_MAC_BYTES = 16;
@@ -221,6 +223,10 @@ export class DpopVerifier {
         }
         if (jti.length > MAX_JTI_LENGTH) {
             throw invalid('DPoP proof jti is too long');
+        }
+        // Stored as a single-use key: a control character (NUL above all) is refused here, as in every other input.
+        if (CONTROL_CHARACTER.test(jti)) {
+            throw invalid('DPoP proof jti must not contain control characters');
         }
         if (typeof htm !== 'string' || htm.length === 0) {
             throw invalid('DPoP proof htm is missing');

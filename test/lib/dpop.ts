@@ -151,6 +151,14 @@ for (const dialect of DIALECTS) {
             expect(row.tenantId).to.equal('t1');
         });
 
+        it('rejects a jti with a NUL or another control character before storing it', async () => {
+            for (const jti of ['a\u0000b', 'line\nbreak', '\u007f']) {
+                const proof = await proofFor({ key: es256, claims: { jti } });
+                await expectError(verifier.verify(input(proof)), 'invalid_dpop_proof', /control characters/, proof);
+            }
+            expect(await db.knex('single_use_values').where('key', 'like', '%line%').first()).to.not.exist();
+        });
+
         it('rejects a replayed proof', async () => {
             const proof = await proofFor({ key: es256 });
             await verifier.verify(input(proof));

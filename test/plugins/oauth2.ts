@@ -60,6 +60,10 @@ for (const dialect of DIALECTS) {
                 [{ grant_type: 'client_credentials', client_id: 'nobody', client_secret: 'whatever-secret' }, {}, 401, 'invalid_client'],
                 [form({ grant_type: 'client_credentials' }), { 'content-type': 'application/x-www-form-urlencoded', authorization: 'Basic !!!' }, 401, 'invalid_client'],
                 [form({ grant_type: 'client_credentials' }), { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from('no-colon').toString('base64')}` }, 401, 'invalid_client'],
+                // A NUL in the decoded header (raw or percent-encoded) never reaches the database.
+                [form({ grant_type: 'client_credentials' }), { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from('ro\u0000ot:secret').toString('base64')}` }, 401, 'invalid_client'],
+                [form({ grant_type: 'client_credentials' }), { 'content-type': 'application/x-www-form-urlencoded', authorization: basic('ro\u0000ot', 'secret') }, 401, 'invalid_client'],
+                [form({ grant_type: 'client_credentials' }), { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(ROOT_CLIENT.id, 'se\u0000cret') }, 401, 'invalid_client'],
                 ['{"grant_type": ', { 'content-type': 'application/json' }, 400, 'invalid_request'],
                 ['grant_type=client_credentials', { 'content-type': 'text/plain' }, 415, 'invalid_request'],
                 [{ grant_type: 'client_credentials', client_id: ROOT_CLIENT.id, client_secret: ROOT_CLIENT.secret }, { authorization: basic(ROOT_CLIENT.id, ROOT_CLIENT.secret) }, 400, 'invalid_request']

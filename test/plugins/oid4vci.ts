@@ -87,6 +87,22 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        it('answers invalid_nonce, never 500, for a proof nonce with a NUL or any shape it never issued', async () => {
+            const offer = await t.server.inject({ method: 'POST', url: '/api/issuer/offer', headers: bearer(admin), payload: { credentialConfigurationIds: ['pid'], credentialClaims: { pid: { type: 'inline', claims: { given_name: 'Erika' } } }, byReference: false } });
+            const offered = JSON.parse(new URL((offer.result as any).uri.replace('openid-credential-offer://', 'https://x/')).searchParams.get('credential_offer')!);
+            const token = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/token', payload: new URLSearchParams({ grant_type: PRE_AUTHORIZED, 'pre-authorized_code': offered.grants[PRE_AUTHORIZED]['pre-authorized_code'] }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+            expect(token.statusCode, token.payload).to.equal(200);
+            const issued = ((await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/nonce' })).result as any).c_nonce as string;
+            for (const nonce of [`${issued.slice(0, 10)}\u0000${issued.slice(11)}`, 'x\u0000y', 'a'.repeat(300), `${issued}=`]) {
+                const res = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${(token.result as any).access_token}` }, payload: { credential_configuration_id: 'pid', proof: { proof_type: 'jwt', jwt: await proof(nonce) } } });
+                expect(res.statusCode, `${JSON.stringify(nonce)}: ${res.payload}`).to.equal(400);
+                expect((res.result as any).error).to.equal('invalid_nonce');
+            }
+            // The issued nonce itself still works.
+            const ok = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${(token.result as any).access_token}` }, payload: { credential_configuration_id: 'pid', proof: { proof_type: 'jwt', jwt: await proof(issued) } } });
+            expect(ok.statusCode, ok.payload).to.equal(200);
+        });
+
         it('refuses settings whose feature is not built yet (400 naming it), and mso_mdoc without key binding', async () => {
             const refused = async (method: string, url: string, payload: object, details: Array<{ path: string; message: string }>) => {
                 const res = await t.server.inject({ method, url, headers: bearer(admin), payload });

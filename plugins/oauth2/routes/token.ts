@@ -32,7 +32,13 @@ const parseBasic = (header: string): { id: string; secret: string } => {
             return v;
         }
     };
-    return { id: unescape(decoded.slice(0, colon)), secret: unescape(decoded.slice(colon + 1)) };
+    const id = unescape(decoded.slice(0, colon));
+    const secret = unescape(decoded.slice(colon + 1));
+    // The NUL guard sees the body, not this header: a NUL here is refused like a malformed header, before any lookup.
+    if (id.includes('\u0000') || secret.includes('\u0000')) {
+        throw new OAuthError(401, 'invalid_client', 'Malformed Basic authorization header', { 'WWW-Authenticate': 'Basic realm="hallmark"' });
+    }
+    return { id, secret };
 };
 
 export const tokenRoutes = (tokens: TokenService): ServerRoute[] => [{

@@ -31,6 +31,8 @@ export interface CredentialRequest {
 }
 
 const nonceKey = (nonce: string) => `c_nonce:${nonce}`;
+/** The shape of the nonces this service issues (24 random bytes, base64url): anything else was never issued. */
+const ISSUED_NONCE = /^[A-Za-z0-9_-]{32}$/;
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'];
 
@@ -118,7 +120,7 @@ export class CredentialService {
         const audience = tenantUrl(this.deps.publicUrl, tenantId);
         const verified = await Promise.all(jwts.map((jwt) => this.verifyProof(jwt, audience)));
         for (const nonce of new Set(verified.map((v) => v.nonce))) {
-            if (!(await this.deps.singleUse.consume(tenantId, nonceKey(nonce)))) {
+            if (!ISSUED_NONCE.test(nonce) || !(await this.deps.singleUse.consume(tenantId, nonceKey(nonce)))) {
                 throw credentialError('invalid_nonce', 'The proof nonce is unknown, expired or already used; get a fresh one from the nonce endpoint');
             }
         }

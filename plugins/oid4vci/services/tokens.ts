@@ -145,8 +145,12 @@ export class TokenEndpoint {
                 proof = await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url, accessToken: token });
             }
             catch (err) {
-                // At a protected resource a bad proof is a 401 with a DPoP challenge (RFC 9449 section 7.1).
-                const e = err as OAuthError;
+                // At a protected resource a bad proof is a 401 with a DPoP challenge (RFC 9449 section 7.1). Anything
+                // else (a database fault) is not the wallet's doing and must not show its message: it stays a 500.
+                if (!(err instanceof OAuthError)) {
+                    throw err;
+                }
+                const e = err;
                 throw new OAuthError(401, e.oauthError ?? 'invalid_dpop_proof', e.message, { 'WWW-Authenticate': `DPoP error="${e.oauthError ?? 'invalid_dpop_proof'}"`, ...(e.headers ?? {}) });
             }
             if (proof.jkt !== jkt) {

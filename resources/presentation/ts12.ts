@@ -121,4 +121,6 @@ export const TS12_PAYLOAD_SCHEMAS: Readonly<Record<string, Joi.ObjectSchema>> = 
 
 export const TS12_TRANSACTION_TYPES = Object.keys(TS12_PAYLOAD_SCHEMAS);
 
-export const isTs12Type = (type: string): boolean => type.startsWith(TS12_PREFIX);
+/** URN scheme and namespace names are case-insensitive (RFC 8141), so `URN:EUDI:SCA:…` is a TS12 type too and must be one
+ * of the supported ones, spelled as TS12 spells it. */
+export const isTs12Type = (type: string): boolean => type.toLowerCase().startsWith(TS12_PREFIX);

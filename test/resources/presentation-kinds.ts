@@ -312,6 +312,16 @@ describe('PresentationConfig', () => {
             }]);
         });
 
+        it('a TS12 type in another letter case (URN names are case-insensitive), which is no supported spelling', () => {
+            for (const type of ['URN:EUDI:SCA:payment_authentication:1', 'Urn:Eudi:Sca:payment:1']) {
+                const details = problems(presentationConfigKind, variant(payment, (c) => (c.transaction_data[0].type = type)));
+                expect(details, type).to.equal([{
+                    path: 'transaction_data.0.type',
+                    message: `"transaction_data[0].type" is not a supported TS12 transaction data type (supported: ${TS12_TRANSACTION_TYPES.join(', ')})`
+                }]);
+            }
+        });
+
         it('a TS12 type with a missing or invalid payload', () => {
             expect(problems(presentationConfigKind, variant(payment, (c) => delete c.transaction_data[0].payload))).to.equal([{
                 path: 'transaction_data.0.payload',

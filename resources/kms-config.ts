@@ -52,12 +52,12 @@ export const kmsSecretPaths = (types: ReadonlyMap<string, KmsProviderType<any>>)
     [...new Set([...types.values()].flatMap((t) => t.secretPaths.map((p) => `providers.*.${p}`)))];
 
 /** Tenant settings over the global file: providers by id (the tenant's win), the tenant's default first. */
-export const mergeKmsConfigs = (global: KmsConfig | undefined, tenant: KmsConfig | undefined): KmsConfig => {
+export const mergeKmsConfigs = (shared: KmsConfig | undefined, tenant: KmsConfig | undefined): KmsConfig => {
     const providers = new Map<string, KmsProviderEntry>([[BUILT_IN_PROVIDER.id, BUILT_IN_PROVIDER]]);
-    for (const p of [...global?.providers ?? [], ...tenant?.providers ?? []]) {
+    for (const p of [...shared?.providers ?? [], ...tenant?.providers ?? []]) {
         providers.set(p.id, p);
     }
-    return { defaultProvider: tenant?.defaultProvider ?? global?.defaultProvider ?? 'db', providers: [...providers.values()] };
+    return { defaultProvider: tenant?.defaultProvider ?? shared?.defaultProvider ?? 'db', providers: [...providers.values()] };
 };
 
 /**

@@ -41,11 +41,11 @@ const readGlobalConfig = (server: Hapi.Server, configImport: ConfigImportOptions
         }
         log.warn(message);
     }
-    const { value: global, error } = schema.validate(value, { abortEarly: false });
+    const { value: config, error } = schema.validate(value, { abortEarly: false });
     if (error) {
         throw new Error(`${file} is invalid: ${error.message}`);
     }
-    return global;
+    return config;
 };
 
 /**
@@ -73,8 +73,8 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         const schema = () => kmsConfigSchema(types);
         // Read on first use (the startup import may need it) or at the latest when the server starts.
         let globalConfig: { value: KmsConfig | undefined } | undefined;
-        const global = () => (globalConfig ??= { value: readGlobalConfig(server, options.configImport, schema()) }).value;
-        const kms = new KmsService({ db, registry, log, outbound: server.outbound, timeoutMs: options.timeoutMs, types, globalConfig: global });
+        const globalKmsConfig = () => (globalConfig ??= { value: readGlobalConfig(server, options.configImport, schema()) }).value;
+        const kms = new KmsService({ db, registry, log, outbound: server.outbound, timeoutMs: options.timeoutMs, types, globalConfig: globalKmsConfig });
         const keyChains = new KeyChainService({ db, kms, publicUrl: options.publicUrl });
         server.decorate('server', 'kms', kms);
         const signing = new SigningService(kms, keyChains, registry);
@@ -84,7 +84,7 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         server.registerResource(defineKeyChainKind(keyChains));
 
         server.ext('onPreStart', () => {
-            global();
+            globalKmsConfig();
         });
         server.ext('onPostStop', () => kms.close());
         server.route([...providerRoutes(kms, schema), ...keyChainRoutes(keyChains)]);

@@ -1,6 +1,6 @@
 import type Hapi from '@hapi/hapi';
 import Pino from 'pino';
-import { createServer, type Manifest, type ManifestEntry } from '../../lib/compose';
+import { createServer, dependenciesOf, nameOf, resolvePlugin, type Manifest, type ManifestEntry } from '../../lib/compose';
 import { loadConfig, type Config } from '../../manifests/environment';
 import { manifest as defaultManifest } from '../../manifests/default';
 import { createTestDatabase, type DialectName, type TestDatabase } from './databases';
@@ -35,6 +35,40 @@ export const defaultManifestWith = (name: string, ...extra: ManifestEntry[]) => 
 export const defaultManifestOnly = (name: string, ...plugins: string[]) => (config: Config): Manifest => {
     const base = defaultManifest(config);
     return { ...base, name, plugins: base.plugins.filter((e) => plugins.includes((e.plugin as { name: string }).name)) };
+};
+
+/**
+ * A plugin's own manifest: the named plugin of the default manifest and the plugins its hapi `dependencies` name,
+ * transitively, with the options the default manifest gives them; nothing else. So a plugin that uses another
+ * without declaring it fails its own tests. `extra` adds what a test exercises beyond the plugin: default-manifest
+ * plugins by name (with their own dependencies) or manifest entries of its own (a fixture plugin).
+ */
+/**
+ * oauth2 registers the Client kind, which depends on tenancy's Tenant kind at start, but tenancy's routes need
+ * oauth2's auth strategy when they are registered: the two need each other, which `dependencies` (registration
+ * order) cannot say, so oauth2 comes with tenancy here.
+ */
+const COMES_WITH: Record<string, string[]> = { 'hallmark-oauth2': ['hallmark-tenancy'] };
+
+export const manifestFor = (plugin: string, ...extra: Array<string | ManifestEntry>) => (config: Config): Manifest => {
+    const base = defaultManifest(config);
+    const byName = new Map(base.plugins.map((entry) => [nameOf(resolvePlugin(entry)), entry]));
+    const entries = extra.filter((e): e is ManifestEntry => typeof e !== 'string');
+    const wanted = new Set<string>();
+    const want = (name: string) => {
+        const entry = byName.get(name);
+        if (!entry) {
+            throw new Error(`The default manifest has no plugin ${name}`);
+        }
+        if (!wanted.has(name)) {
+            wanted.add(name);
+            [...dependenciesOf(resolvePlugin(entry)), ...COMES_WITH[name] ?? []].forEach(want);
+        }
+    };
+    want(plugin);
+    extra.filter((e): e is string => typeof e === 'string').forEach(want);
+    entries.forEach((entry) => dependenciesOf(resolvePlugin(entry)).filter((name) => byName.has(name)).forEach(want));
+    return { ...base, name: `only-${plugin}`, plugins: [...base.plugins.filter((entry) => wanted.has(nameOf(resolvePlugin(entry)))), ...entries] };
 };
 
 /**

@@ -38,22 +38,22 @@ export const defaultManifestOnly = (name: string, ...plugins: string[]) => (conf
 };
 
 /**
- * A plugin's own manifest: the named plugin of the default manifest and the plugins its hapi `dependencies` name,
- * transitively, with the options the default manifest gives them; nothing else. So a plugin that uses another
- * without declaring it fails its own tests. `extra` adds what a test exercises beyond the plugin: default-manifest
- * plugins by name (with their own dependencies) or manifest entries of its own (a fixture plugin).
- */
-/**
  * oauth2 registers the Client kind, which depends on tenancy's Tenant kind at start, but tenancy's routes need
  * oauth2's auth strategy when they are registered: the two need each other, which `dependencies` (registration
  * order) cannot say, so oauth2 comes with tenancy here.
  */
 const COMES_WITH: Record<string, string[]> = { 'hallmark-oauth2': ['hallmark-tenancy'] };
 
-export const manifestFor = (plugin: string, ...extra: Array<string | ManifestEntry>) => (config: Config): Manifest => {
+/**
+ * A plugin's own manifest: the plugins of the default manifest named (with the options it gives them) or manifest
+ * entries of the test's own (a fixture plugin), and the default-manifest plugins their hapi `dependencies` name,
+ * transitively; nothing else. So a plugin that uses another without declaring it fails its own tests. Name the
+ * plugin under test first, then what the test exercises beyond it.
+ */
+export const manifestFor = (...plugins: Array<string | ManifestEntry>) => (config: Config): Manifest => {
     const base = defaultManifest(config);
     const byName = new Map(base.plugins.map((entry) => [nameOf(resolvePlugin(entry)), entry]));
-    const entries = extra.filter((e): e is ManifestEntry => typeof e !== 'string');
+    const own = plugins.filter((p): p is ManifestEntry => typeof p !== 'string');
     const wanted = new Set<string>();
     const want = (name: string) => {
         const entry = byName.get(name);
@@ -65,10 +65,12 @@ export const manifestFor = (plugin: string, ...extra: Array<string | ManifestEnt
             [...dependenciesOf(resolvePlugin(entry)), ...COMES_WITH[name] ?? []].forEach(want);
         }
     };
-    want(plugin);
-    extra.filter((e): e is string => typeof e === 'string').forEach(want);
-    entries.forEach((entry) => dependenciesOf(resolvePlugin(entry)).filter((name) => byName.has(name)).forEach(want));
-    return { ...base, name: `only-${plugin}`, plugins: [...base.plugins.filter((entry) => wanted.has(nameOf(resolvePlugin(entry)))), ...entries] };
+    plugins.filter((p): p is string => typeof p === 'string').forEach(want);
+    // A fixture's dependencies outside the default manifest are its test's business: compose names any missing one.
+    own.forEach((entry) => dependenciesOf(resolvePlugin(entry)).filter((name) => byName.has(name)).forEach(want));
+    const first = plugins[0]!;
+    const name = typeof first === 'string' ? first : nameOf(resolvePlugin(first));
+    return { ...base, name: `only-${name}`, plugins: [...base.plugins.filter((entry) => wanted.has(nameOf(resolvePlugin(entry)))), ...own] };
 };
 
 /**

@@ -36,7 +36,7 @@ declare module '@hapi/hapi' {
     }
 }
 
-const resolvePlugin = (entry: ManifestEntry): Hapi.Plugin<unknown> => {
+export const resolvePlugin = (entry: ManifestEntry): Hapi.Plugin<unknown> => {
     if (typeof entry.plugin !== 'string') {
         return entry.plugin;
     }
@@ -48,9 +48,9 @@ const resolvePlugin = (entry: ManifestEntry): Hapi.Plugin<unknown> => {
     return plugin;
 };
 
-const nameOf = (plugin: Hapi.Plugin<unknown>): string => (plugin as { name?: string }).name ?? (plugin as { pkg?: { name?: string } }).pkg?.name ?? '(unnamed plugin)';
+export const nameOf = (plugin: Hapi.Plugin<unknown>): string => (plugin as { name?: string }).name ?? (plugin as { pkg?: { name?: string } }).pkg?.name ?? '(unnamed plugin)';
 
-const dependenciesOf = (plugin: Hapi.Plugin<unknown>): string[] => {
+export const dependenciesOf = (plugin: Hapi.Plugin<unknown>): string[] => {
     const declared = plugin.dependencies;
     if (!declared) {
         return [];

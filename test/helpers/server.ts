@@ -1,6 +1,6 @@
 import type Hapi from '@hapi/hapi';
 import Pino from 'pino';
-import { createServer, type Manifest, type ManifestEntry } from '../../lib/compose';
+import { createServer, dependenciesOf, nameOf, resolvePlugin, type Manifest, type ManifestEntry } from '../../lib/compose';
 import { loadConfig, type Config } from '../../manifests/environment';
 import { manifest as defaultManifest } from '../../manifests/default';
 import { createTestDatabase, type DialectName, type TestDatabase } from './databases';
@@ -35,6 +35,42 @@ export const defaultManifestWith = (name: string, ...extra: ManifestEntry[]) => 
 export const defaultManifestOnly = (name: string, ...plugins: string[]) => (config: Config): Manifest => {
     const base = defaultManifest(config);
     return { ...base, name, plugins: base.plugins.filter((e) => plugins.includes((e.plugin as { name: string }).name)) };
+};
+
+/**
+ * oauth2 registers the Client kind, which depends on tenancy's Tenant kind at start, but tenancy's routes need
+ * oauth2's auth strategy when they are registered: the two need each other, which `dependencies` (registration
+ * order) cannot say, so oauth2 comes with tenancy here.
+ */
+const COMES_WITH: Record<string, string[]> = { 'hallmark-oauth2': ['hallmark-tenancy'] };
+
+/**
+ * A plugin's own manifest: the plugins of the default manifest named (with the options it gives them) or manifest
+ * entries of the test's own (a fixture plugin), and the default-manifest plugins their hapi `dependencies` name,
+ * transitively; nothing else. So a plugin that uses another without declaring it fails its own tests. Name the
+ * plugin under test first, then what the test exercises beyond it.
+ */
+export const manifestFor = (...plugins: Array<string | ManifestEntry>) => (config: Config): Manifest => {
+    const base = defaultManifest(config);
+    const byName = new Map(base.plugins.map((entry) => [nameOf(resolvePlugin(entry)), entry]));
+    const own = plugins.filter((p): p is ManifestEntry => typeof p !== 'string');
+    const wanted = new Set<string>();
+    const want = (name: string) => {
+        const entry = byName.get(name);
+        if (!entry) {
+            throw new Error(`The default manifest has no plugin ${name}`);
+        }
+        if (!wanted.has(name)) {
+            wanted.add(name);
+            [...dependenciesOf(resolvePlugin(entry)), ...COMES_WITH[name] ?? []].forEach(want);
+        }
+    };
+    plugins.filter((p): p is string => typeof p === 'string').forEach(want);
+    // A fixture's dependencies outside the default manifest are its test's business: compose names any missing one.
+    own.forEach((entry) => dependenciesOf(resolvePlugin(entry)).filter((name) => byName.has(name)).forEach(want));
+    const first = plugins[0]!;
+    const name = typeof first === 'string' ? first : nameOf(resolvePlugin(first));
+    return { ...base, name: `only-${name}`, plugins: [...base.plugins.filter((entry) => wanted.has(nameOf(resolvePlugin(entry)))), ...own] };
 };
 
 /**

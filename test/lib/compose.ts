@@ -50,7 +50,13 @@ describe('composition from a manifest', () => {
     });
 
     it('names the plugin and every dependency the manifest does not list', async () => {
-        await expect(startTestServer('sqlite', { manifest: defaultManifestOnly('verifier', 'hallmark-core', 'hallmark-oauth2', 'hallmark-oid4vp') }))
+        await expect(startTestServer('sqlite', {
+            manifest: (config) => {
+                // The verifier first, so its missing dependencies are the ones named.
+                const base = defaultManifestOnly('verifier', 'hallmark-core', 'hallmark-oauth2', 'hallmark-tenancy', 'hallmark-oid4vci', 'hallmark-oid4vp')(config);
+                return { ...base, plugins: [...base.plugins].reverse() };
+            }
+        }))
             .to.reject('Manifest verifier: plugin hallmark-oid4vp needs hallmark-kms, hallmark-sessions, which the manifest does not list');
     });
 

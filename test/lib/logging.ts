@@ -7,7 +7,7 @@ import { loadConfig } from '../../manifests/environment';
 import { createLogger, redactQuery, redactSensitive } from '../../lib/logging';
 import * as probe from '../fixtures/probe-plugin';
 import { createTestDatabase } from '../helpers/databases';
-import { defaultManifestWith, startTestServer, testEnv } from '../helpers/server';
+import { manifestFor, startTestServer, testEnv } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
@@ -62,7 +62,7 @@ describe('logging', () => {
         const db = await createTestDatabase('sqlite');
         const log = createLogger(loadConfig(testEnv(db, env)), { destination: consoleOut.stream });
         await db.drop();
-        const t = await startTestServer('sqlite', { env, logger: log, manifest: defaultManifestWith('probe', { plugin: probe.plugin }) });
+        const t = await startTestServer('sqlite', { env, logger: log, manifest: manifestFor('hallmark-core', { plugin: probe.plugin }) });
         try {
             await t.server.inject({ method: 'POST', url: '/api/probe?access_token=abc', payload: { name: 'n'.repeat(100) }, headers: { authorization: 'Bearer very-secret' } });
             const text = consoleOut.text();

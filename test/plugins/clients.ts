@@ -7,7 +7,7 @@ import Pino from 'pino';
 import { importConfigFolder } from '../../lib/config-import';
 import { bearer, clientWithToken, createClient, createTenant, rootToken, tokenFor } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -19,7 +19,7 @@ for (const dialect of DIALECTS) {
         let adminA: string;
 
         before(async () => {
-            t = await startTestServer(dialect);
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2') });
             root = await rootToken(t.server);
             await createTenant(t.server, root, 'gc-a');
             await createTenant(t.server, root, 'gc-b');

@@ -2,7 +2,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as probe from '../fixtures/probe-plugin';
 import { DIALECTS } from '../helpers/databases';
-import { defaultManifestWith, startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 import { tenantKind } from '../../resources/tenant';
 
 export const lab = Lab.script();
@@ -12,7 +12,7 @@ for (const dialect of DIALECTS) {
     describe(`core plugin (${dialect})`, () => {
         let t: TestServer;
         before(async () => {
-            t = await startTestServer(dialect);
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-core', 'hallmark-docs') });
         });
         after(() => t.stop());
 
@@ -66,7 +66,7 @@ for (const dialect of DIALECTS) {
 
 describe('health with the database down', () => {
     it('answers 503 with database down', async () => {
-        const t = await startTestServer('sqlite');
+        const t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-core') });
         try {
             await t.server.db.knex.destroy();
             for (const url of ['/health', '/api/health']) {
@@ -84,7 +84,7 @@ describe('health with the database down', () => {
 describe('core error mapping', () => {
     let t: TestServer;
     before(async () => {
-        t = await startTestServer('sqlite', { manifest: defaultManifestWith('probe', { plugin: probe.plugin }) });
+        t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-core', { plugin: probe.plugin }) });
     });
     after(() => t.stop());
 

@@ -8,13 +8,13 @@ import { keyChainKind } from '../../resources/key-chain';
 import { badgeKind } from '../fixtures/kind-plugin';
 import { bearer, clientWithToken, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { defaultManifestWith, startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
-/** The default manifest plus one line: a resource-kind plugin named by module path, as a third-party package would be. */
-const manifest = defaultManifestWith('with-kind-plugin', { plugin: Path.join(__dirname, '../fixtures/kind-plugin') });
+/** A resource-kind plugin named by module path, as a third-party package would be, with what it declares and the docs. */
+const manifest = manifestFor({ plugin: Path.join(__dirname, '../fixtures/kind-plugin') }, 'hallmark-kms-db', 'hallmark-docs');
 
 const TOKEN = 'badge-token-never-shown';
 

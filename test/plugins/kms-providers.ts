@@ -10,7 +10,7 @@ import { createLogger } from '../../lib/logging';
 import { KmsServer } from '../fixtures/kms-server';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { defaultManifestWith, startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 import { createSoftHsmToken, type SoftHsmToken } from '../helpers/softhsm';
 
 export const lab = Lab.script();
@@ -18,8 +18,8 @@ const { describe, it, before, after } = lab;
 
 const KMS_TOKEN = 'kms-bearer-token-0123456789';
 
-/** The default manifest plus one line: a provider plugin named by module path, as a third-party package would be. */
-const manifest = defaultManifestWith('with-third-party-kms', { plugin: Path.join(__dirname, '../fixtures/kms-third-party') });
+/** A provider plugin named by module path, as a third-party package would be, beside the built-in providers. */
+const manifest = manifestFor({ plugin: Path.join(__dirname, '../fixtures/kms-third-party') }, 'hallmark-kms-db', 'hallmark-kms-http', 'hallmark-kms-pkcs11');
 
 for (const dialect of DIALECTS) {
     describe(`key chains on every provider (${dialect})`, () => {

@@ -7,10 +7,9 @@ import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trac
 import * as Jose from 'jose';
 import type { Manifest } from '../../lib/compose';
 import type { Config } from '../../manifests/environment';
-import { manifest as defaultManifest } from '../../manifests/default';
 import * as observability from '../../plugins/observability';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after, beforeEach } = lab;
@@ -49,9 +48,9 @@ const badQueryProbe: Hapi.Plugin<Record<string, never>> = {
     }
 };
 
-/** The default manifest with the observability plugin given a test exporter and reader as well. */
+/** The observability plugin, given a test exporter and reader as well, and the issuance it observes. */
 const testManifest = (options: observability.ObservabilityOptions) => (config: Config): Manifest => {
-    const base = defaultManifest(config);
+    const base = manifestFor('hallmark-observability', 'hallmark-oid4vci', 'hallmark-kms-db')(config);
     const plugins = base.plugins.map((e) => (e.plugin === observability.plugin ? { plugin: observability.plugin, options: { ...e.options, ...options } } : e));
     return { ...base, name: 'observability-test', plugins: [...plugins, { plugin: badQueryProbe }] };
 };

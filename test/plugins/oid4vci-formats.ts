@@ -9,7 +9,7 @@ import { issueMdoc } from '../../plugins/oid4vci/formats/mdoc';
 import { issueSdJwtVc } from '../../plugins/oid4vci/formats/sd-jwt';
 import { completeClaims, flattenFields } from '../../plugins/oid4vci/formats/claims';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 import { verifyMdoc } from '../helpers/wallet';
 
 export const lab = Lab.script();
@@ -21,7 +21,7 @@ describe('credential formats', () => {
     let t: TestServer;
     let holder: Jose.JWK;
     before(async () => {
-        t = await startTestServer('sqlite');
+        t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oid4vci', 'hallmark-kms-db') });
         const root = await rootToken(t.server);
         await createTenant(t.server, root, 'acme');
         const admin = await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' });

@@ -3,7 +3,7 @@ import * as Lab from '@hapi/lab';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { PRE_AUTHORIZED, pidConfig } from '../helpers/pid-config';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 /**
  * The tx_code limit under concurrent guesses (issue 10 item 1): however many guesses race, at most
@@ -30,7 +30,7 @@ for (const dialect of DIALECTS) {
         let admin: string;
 
         before(async () => {
-            t = await startTestServer(dialect);
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-kms-db') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;

@@ -10,7 +10,7 @@ import { importConfigFolder } from '../../lib/config-import';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { ISSUER, PRE_AUTHORIZED, pidConfig } from '../helpers/pid-config';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -28,7 +28,7 @@ for (const dialect of DIALECTS) {
         };
 
         before(async () => {
-            t = await startTestServer(dialect);
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-docs') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;

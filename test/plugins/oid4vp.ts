@@ -6,7 +6,7 @@ import * as Jose from 'jose';
 import { issueSdJwtVc } from '../../plugins/oid4vci/formats/sd-jwt';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -21,7 +21,7 @@ for (const dialect of DIALECTS) {
         let credential: string;
 
         before(async () => {
-            t = await startTestServer(dialect);
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vp', 'hallmark-kms-db') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;

@@ -5,7 +5,7 @@ import { sha256Hex } from '../../lib/sessions/session-service';
 import { parseInstant } from '../../plugins/sessions/routes/list';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -153,7 +153,7 @@ for (const dialect of DIALECTS) {
         const insert = (rows: Row[]) => t.server.db.knex('sessions').insert(rows.map((r) => ({ txCodeFailures: 0, ...r })));
 
         before(async () => {
-            t = await startTestServer(dialect);
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             await createTenant(t.server, root, 'globex');

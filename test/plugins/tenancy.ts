@@ -7,7 +7,7 @@ import { ClientModel } from '../../lib/db/models/client';
 import { pruneAuditLog } from '../../plugins/tenancy/jobs/audit-prune';
 import { bearer, clientWithToken, createClient, createTenant, jwtClaims, rootToken, tenantRowCounts, tenantSnapshot, tenantTables, tokenFor } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { defaultManifestWith, ROOT_CLIENT, startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, ROOT_CLIENT, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -38,7 +38,7 @@ const useConfigPlugin: Hapi.Plugin<Record<string, never>> = {
     }
 };
 
-const manifest = defaultManifestWith('tenancy-test', { plugin: useConfigPlugin });
+const manifest = manifestFor('hallmark-tenancy', { plugin: useConfigPlugin });
 
 const DAY = 86_400_000;
 

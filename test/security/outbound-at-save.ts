@@ -7,7 +7,7 @@ import Pino from 'pino';
 import { importConfigFolder } from '../../lib/config-import';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -28,7 +28,7 @@ const FORBIDDEN: Array<[string, string]> = [
 ];
 
 const setUp = async (dialect: (typeof DIALECTS)[number], env: Record<string, string> = {}) => {
-    const t = await startTestServer(dialect, { env });
+    const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-oid4vp'), env });
     const root = await rootToken(t.server);
     await createTenant(t.server, root, 'out-t');
     const { token } = await clientWithToken(t.server, root, { clientId: 'out-admin', roles: ['tenant:admin'], tenantId: 'out-t' });

@@ -2,7 +2,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { startTestServer, type TestServer } from '../helpers/server';
+import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 
 export const lab = Lab.script();
@@ -23,7 +23,7 @@ for (const dialect of DIALECTS) {
         };
 
         before(async () => {
-            t = await startTestServer(dialect);
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'redirect');
             headers = bearer((await clientWithToken(t.server, root, { clientId: 'redirect-admin', roles: ['tenant:admin'], tenantId: 'redirect' })).token);

@@ -17,6 +17,7 @@ import { refuseNulCharacters } from './nul-guard';
 import { coreOptionsSchema, type CoreOptions } from './options';
 import { healthRoutes } from './routes/health';
 import { schemaRoutes } from './routes/schemas';
+import { tenantKind } from '../../resources/tenant';
 
 declare module '@hapi/hapi' {
     interface Server {
@@ -52,6 +53,9 @@ export const plugin: Hapi.Plugin<CoreOptions> = {
         server.decorate('server', 'jobs', jobs);
         server.decorate('server', 'registerResource', (kind: ResourceKind) => registry.register(kind));
         server.decorate('server', 'registerJob', (job: JobDefinition) => jobs.register(job));
+        // Every tenant-scoped kind depends on the Tenant kind, and tenant scoping is core's: the tenancy plugin adds
+        // the tenant routes, but the kind is here, so no plugin needs tenancy (which needs oauth2) for it.
+        registry.register(tenantKind);
 
         server.ext('onPostAuth', refuseNulCharacters);
         server.ext('onPreResponse', mapErrors);

@@ -54,7 +54,7 @@ const readGlobalConfig = (server: Hapi.Server, configImport: ConfigImportOptions
  */
 export const plugin: Hapi.Plugin<KmsOptions> = {
     name: 'hallmark-kms',
-    dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-tenancy'],
+    dependencies: ['hallmark-core', 'hallmark-oauth2'],
     register(server, rawOptions) {
         const options = pluginOptions('hallmark-kms', kmsOptionsSchema, rawOptions);
         const { log } = server.app;

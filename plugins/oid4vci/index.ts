@@ -23,7 +23,7 @@ import { TokenEndpoint } from './services/tokens';
  */
 export const plugin: Hapi.Plugin<Oid4vciOptions> = {
     name: 'hallmark-oid4vci',
-    dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-tenancy', 'hallmark-kms', 'hallmark-sessions'],
+    dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions'],
     register(server, rawOptions) {
         const { publicUrl, nonceSecret, multiConsumption } = pluginOptions('hallmark-oid4vci', oid4vciOptionsSchema, rawOptions);
         const { log } = server.app;

@@ -16,7 +16,7 @@ import { TrustAnchors } from './services/trust-anchors';
  */
 export const plugin: Hapi.Plugin<Oid4vpOptions> = {
     name: 'hallmark-oid4vp',
-    dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-tenancy', 'hallmark-kms', 'hallmark-sessions', 'hallmark-oid4vci'],
+    dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-sessions', 'hallmark-oid4vci'],
     register(server, rawOptions) {
         const { publicUrl } = pluginOptions('hallmark-oid4vp', oid4vpOptionsSchema, rawOptions);
         const { log } = server.app;

@@ -1,6 +1,5 @@
 import type Hapi from '@hapi/hapi';
 import { pluginOptions } from '../../lib/compose';
-import { tenantKind } from '../../resources/tenant';
 import { auditPruneJob } from './jobs/audit-prune';
 import { auditLogRoutes } from './routes/audit-logs';
 import { sessionConfigRoutes } from './routes/session-config';
@@ -8,7 +7,7 @@ import { tenantRoutes } from './routes/tenants';
 import { tenancyOptionsSchema, type TenancyOptions } from './options';
 
 /**
- * Tenants and their administration. Registers: the Tenant kind; /api/tenants, /api/session-config,
+ * Tenants and their administration (the Tenant kind itself is core's). Registers: /api/tenants, /api/session-config,
  * /api/admin/audit-logs; the daily 03:00 audit pruning job.
  */
 export const plugin: Hapi.Plugin<TenancyOptions> = {
@@ -16,7 +15,6 @@ export const plugin: Hapi.Plugin<TenancyOptions> = {
     dependencies: ['hallmark-core', 'hallmark-oauth2'],
     register(server, rawOptions) {
         const { audit } = pluginOptions('hallmark-tenancy', tenancyOptionsSchema, rawOptions);
-        server.registerResource(tenantKind);
         server.registerJob(auditPruneJob(server.db, audit));
         server.route([...tenantRoutes, ...sessionConfigRoutes, ...auditLogRoutes]);
     }

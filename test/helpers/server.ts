@@ -38,13 +38,6 @@ export const defaultManifestOnly = (name: string, ...plugins: string[]) => (conf
 };
 
 /**
- * oauth2 registers the Client kind, which depends on tenancy's Tenant kind at start, but tenancy's routes need
- * oauth2's auth strategy when they are registered: the two need each other, which `dependencies` (registration
- * order) cannot say, so oauth2 comes with tenancy here.
- */
-const COMES_WITH: Record<string, string[]> = { 'hallmark-oauth2': ['hallmark-tenancy'] };
-
-/**
  * A plugin's own manifest: the plugins of the default manifest named (with the options it gives them) or manifest
  * entries of the test's own (a fixture plugin), and the default-manifest plugins their hapi `dependencies` name,
  * transitively; nothing else. So a plugin that uses another without declaring it fails its own tests. Name the
@@ -62,7 +55,7 @@ export const manifestFor = (...plugins: Array<string | ManifestEntry>) => (confi
         }
         if (!wanted.has(name)) {
             wanted.add(name);
-            [...dependenciesOf(resolvePlugin(entry)), ...COMES_WITH[name] ?? []].forEach(want);
+            dependenciesOf(resolvePlugin(entry)).forEach(want);
         }
     };
     plugins.filter((p): p is string => typeof p === 'string').forEach(want);

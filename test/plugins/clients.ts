@@ -19,7 +19,7 @@ for (const dialect of DIALECTS) {
         let adminA: string;
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2', 'hallmark-tenancy') });
             root = await rootToken(t.server);
             await createTenant(t.server, root, 'gc-a');
             await createTenant(t.server, root, 'gc-b');

@@ -14,7 +14,7 @@ export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
 /** A resource-kind plugin named by module path, as a third-party package would be, with what it declares and the docs. */
-const manifest = manifestFor({ plugin: Path.join(__dirname, '../fixtures/kind-plugin') }, 'hallmark-kms-db', 'hallmark-docs');
+const manifest = manifestFor({ plugin: Path.join(__dirname, '../fixtures/kind-plugin') }, 'hallmark-kms-db', 'hallmark-docs', 'hallmark-tenancy');
 
 const TOKEN = 'badge-token-never-shown';
 

@@ -28,7 +28,7 @@ for (const dialect of DIALECTS) {
             Fs.mkdirSync(Path.join(folder, 'ops'));
             Fs.writeFileSync(Path.join(folder, 'ops', 'info.json'), JSON.stringify({ name: 'Operations' }));
             Fs.writeFileSync(Path.join(folder, 'ops', 'kms.json'), JSON.stringify({ providers: [{ id: 'opkms', type: 'http', baseUrl: kms.origin, auth: { type: 'bearer', token: KMS_TOKEN } }] }));
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms-http', 'hallmark-kms-db'), env: { CONFIG_FOLDER: folder, OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' } });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms-http', 'hallmark-kms-db', 'hallmark-tenancy'), env: { CONFIG_FOLDER: folder, OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' } });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             tenantToken = (await clientWithToken(t.server, root, { clientId: 'acme-keys', roles: ['key:manage'], tenantId: 'acme' })).token;

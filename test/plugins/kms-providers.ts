@@ -19,7 +19,7 @@ const { describe, it, before, after } = lab;
 const KMS_TOKEN = 'kms-bearer-token-0123456789';
 
 /** A provider plugin named by module path, as a third-party package would be, beside the built-in providers. */
-const manifest = manifestFor({ plugin: Path.join(__dirname, '../fixtures/kms-third-party') }, 'hallmark-kms-db', 'hallmark-kms-http', 'hallmark-kms-pkcs11');
+const manifest = manifestFor({ plugin: Path.join(__dirname, '../fixtures/kms-third-party') }, 'hallmark-kms-db', 'hallmark-kms-http', 'hallmark-kms-pkcs11', 'hallmark-tenancy');
 
 for (const dialect of DIALECTS) {
     describe(`key chains on every provider (${dialect})`, () => {

@@ -25,7 +25,7 @@ for (const dialect of DIALECTS) {
         const inject = (token: string, method: string, url: string, payload?: object) => t.server.inject({ method, url, payload, headers: bearer(token) });
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms', 'hallmark-kms-db') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms', 'hallmark-kms-db', 'hallmark-tenancy') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             await createTenant(t.server, root, 'globex');
@@ -214,7 +214,7 @@ describe('global kms.json and rotation policy', () => {
         Fs.mkdirSync(Path.join(folder, 'globex'));
         Fs.writeFileSync(Path.join(folder, 'globex', 'info.json'), JSON.stringify({ name: 'Globex' }));
         Fs.writeFileSync(Path.join(folder, 'globex', 'kms.json'), JSON.stringify({ defaultProvider: 'db', providers: [] }));
-        const t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-kms', 'hallmark-kms-db'), env: { CONFIG_FOLDER: folder } });
+        const t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-kms', 'hallmark-kms-db', 'hallmark-tenancy'), env: { CONFIG_FOLDER: folder } });
         try {
             const acme = await t.server.kms.effectiveConfig('acme');
             expect(acme.defaultProvider).to.equal('shared');
@@ -228,7 +228,7 @@ describe('global kms.json and rotation policy', () => {
     });
 
     it('rotates key chains whose rotation policy is due, and leaves the others', async () => {
-        const t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-kms', 'hallmark-kms-db') });
+        const t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-kms', 'hallmark-kms-db', 'hallmark-tenancy') });
         try {
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');

@@ -19,7 +19,7 @@ for (const dialect of DIALECTS) {
 
         before(async () => {
             idp = await Idp.start([await signingKey('k1')]);
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2'), env: { OIDC: idp.issuer, OIDC_AUDIENCE: AUDIENCE, AUTH_CLIENT_ID: '', AUTH_CLIENT_SECRET: '' } });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2', 'hallmark-tenancy'), env: { OIDC: idp.issuer, OIDC_AUDIENCE: AUDIENCE, AUTH_CLIENT_ID: '', AUTH_CLIENT_SECRET: '' } });
         });
         after(async () => {
             await t.stop();
@@ -64,12 +64,12 @@ describe('external OIDC mode with Keycloak', () => {
         await kc.start();
         const env = { OIDC: kc.issuer, OIDC_CLIENT_ID: 'hallmark-service', OIDC_CLIENT_SECRET: 'service-secret-0123456789', AUTH_CLIENT_ID: 'hallmark-root', AUTH_CLIENT_SECRET: 'root-secret-in-keycloak-0123' };
         try {
-            const first = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oauth2'), env });
+            const first = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oauth2', 'hallmark-tenancy'), env });
             await first.stop();
             expect(kc.client('hallmark-root')!.secret).to.equal('root-secret-in-keycloak-0123');
             expect(kc.serviceAccountRoles('hallmark-root')).to.include('tenant:manage');
             kc.clearRequests();
-            const second = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oauth2'), env });
+            const second = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oauth2', 'hallmark-tenancy'), env });
             await second.stop();
             expect(kc.writes()).to.equal([]);
         }
@@ -83,7 +83,7 @@ describe('external OIDC mode without an audience', () => {
     const startLogging = async (idp: Idp, env: Record<string, string>) => {
         const lines: Array<{ level: number; msg: string }> = [];
         const sink = new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(chunk.toString())); done(); } });
-        const t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oauth2'), env: { OIDC: idp.issuer, AUTH_CLIENT_ID: '', AUTH_CLIENT_SECRET: '', ...env }, logger: Pino({ level: 'warn' }, sink) });
+        const t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oauth2', 'hallmark-tenancy'), env: { OIDC: idp.issuer, AUTH_CLIENT_ID: '', AUTH_CLIENT_SECRET: '', ...env }, logger: Pino({ level: 'warn' }, sink) });
         await t.stop();
         return lines.filter((l) => l.msg.includes('OIDC_AUDIENCE'));
     };

@@ -25,7 +25,7 @@ for (const dialect of DIALECTS) {
         const rootToken = async () => ((await token({ grant_type: 'client_credentials', client_id: ROOT_CLIENT.id, client_secret: ROOT_CLIENT.secret })).result as any).access_token as string;
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2', 'hallmark-kms-db') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2', 'hallmark-kms-db', 'hallmark-tenancy') });
         });
         after(() => t.stop());
 
@@ -209,12 +209,12 @@ for (const dialect of DIALECTS) {
 
     describe(`root client bootstrap (${dialect})`, () => {
         it('is idempotent and a changed AUTH_CLIENT_SECRET replaces the stored hash at the next start', async () => {
-            const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2') });
+            const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oauth2', 'hallmark-tenancy') });
             try {
                 const auditCount = async () => Number((await t.server.db.knex('audit_logs').where({ kind: 'Client', resource_id: ROOT_CLIENT.id }).count({ n: '*' }))[0]!.n);
                 expect(await auditCount()).to.equal(1);
                 const restart = async (env: Record<string, string>) => {
-                    const server = await createServer(manifestFor('hallmark-oauth2')(loadConfig(testEnv(t.database, env))), { logger: Pino({ level: 'silent' }) });
+                    const server = await createServer(manifestFor('hallmark-oauth2', 'hallmark-tenancy')(loadConfig(testEnv(t.database, env))), { logger: Pino({ level: 'silent' }) });
                     await server.initialize();
                     return server;
                 };

@@ -50,7 +50,7 @@ const badQueryProbe: Hapi.Plugin<Record<string, never>> = {
 
 /** The observability plugin, given a test exporter and reader as well, and the issuance it observes. */
 const testManifest = (options: observability.ObservabilityOptions) => (config: Config): Manifest => {
-    const base = manifestFor('hallmark-observability', 'hallmark-oid4vci', 'hallmark-kms-db')(config);
+    const base = manifestFor('hallmark-observability', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy')(config);
     const plugins = base.plugins.map((e) => (e.plugin === observability.plugin ? { plugin: observability.plugin, options: { ...e.options, ...options } } : e));
     return { ...base, name: 'observability-test', plugins: [...plugins, { plugin: badQueryProbe }] };
 };

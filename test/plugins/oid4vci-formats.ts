@@ -21,7 +21,7 @@ describe('credential formats', () => {
     let t: TestServer;
     let holder: Jose.JWK;
     before(async () => {
-        t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oid4vci', 'hallmark-kms-db') });
+        t = await startTestServer('sqlite', { manifest: manifestFor('hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy') });
         const root = await rootToken(t.server);
         await createTenant(t.server, root, 'acme');
         const admin = await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' });

@@ -28,7 +28,7 @@ for (const dialect of DIALECTS) {
         };
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-docs') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-docs', 'hallmark-tenancy') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;

@@ -21,7 +21,7 @@ for (const dialect of DIALECTS) {
         let credential: string;
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vp', 'hallmark-kms-db') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vp', 'hallmark-kms-db', 'hallmark-tenancy') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;

@@ -171,7 +171,7 @@ for (const dialect of DIALECTS) {
         const streamUrl = (session: string, query = '') => `${base}/api/session/${session}/events${query}`;
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db'), listen: true });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy'), listen: true });
             base = t.server.info.uri;
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
@@ -311,7 +311,7 @@ for (const dialect of DIALECTS) {
         });
 
         it('ends open streams when the server stops, so shutdown does not wait for them', async () => {
-            const t2 = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db'), listen: true });
+            const t2 = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy'), listen: true });
             let stream: EventStreamClient | undefined;
             try {
                 const root = await rootToken(t2.server);

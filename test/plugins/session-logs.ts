@@ -58,7 +58,7 @@ const prepare = async (dialect: DialectName, store: Store): Promise<Setup> => {
         }
     }, { destination: stream });
     const t = await startTestServer(dialect, {
-        manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-docs'),
+        manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-docs', 'hallmark-tenancy'),
         logger,
         env: { LOG_LEVEL: 'info', LOG_ENABLE_SESSION_LOGGER: 'true', LOG_SESSION_STORE: store, LOG_ENABLE_HTTP_LOGGER: 'true', LOG_HTTP_RESPONSE_BODY: 'true' }
     });
@@ -312,7 +312,7 @@ for (const dialect of DIALECTS) {
 
 describe('session flow logger off (LOG_ENABLE_SESSION_LOGGER=false)', () => {
     it('stores nothing even with LOG_SESSION_STORE=all', async () => {
-        const t = await startTestServer(DIALECTS[0] ?? 'sqlite', { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db'), env: { LOG_SESSION_STORE: 'all' } });
+        const t = await startTestServer(DIALECTS[0] ?? 'sqlite', { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy'), env: { LOG_SESSION_STORE: 'all' } });
         try {
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');

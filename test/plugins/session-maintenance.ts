@@ -103,7 +103,7 @@ for (const dialect of DIALECTS) {
         before(async () => {
             hooks = await webhookReceiver();
             // Global defaults: one hour, anonymize. Tenants override either or both.
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db'), env: { SESSION_TTL: '3600', SESSION_CLEANUP_MODE: 'anonymize', OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' } });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy'), env: { SESSION_TTL: '3600', SESSION_CLEANUP_MODE: 'anonymize', OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' } });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'plain');
             await createTenant(t.server, root, 'short-full', { sessionConfig: { ttlSeconds: 600, cleanupMode: 'full' } });
@@ -322,7 +322,7 @@ for (const dialect of DIALECTS) {
         it('runs every SESSION_TIDY_UP_INTERVAL seconds when WORKER is on, and logs its counts', async () => {
             const lines: Array<Record<string, unknown>> = [];
             const logger = Pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-            const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db'), listen: true, logger, env: { WORKER: 'on', SESSION_TIDY_UP_INTERVAL: '1' } });
+            const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy'), listen: true, logger, env: { WORKER: 'on', SESSION_TIDY_UP_INTERVAL: '1' } });
             try {
                 const root = await rootToken(t.server);
                 await createTenant(t.server, root, 'timed');

@@ -153,7 +153,7 @@ for (const dialect of DIALECTS) {
         const insert = (rows: Row[]) => t.server.db.knex('sessions').insert(rows.map((r) => ({ txCodeFailures: 0, ...r })));
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-sessions', 'hallmark-oid4vci', 'hallmark-kms-db', 'hallmark-tenancy') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             await createTenant(t.server, root, 'globex');

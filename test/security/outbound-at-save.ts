@@ -28,7 +28,7 @@ const FORBIDDEN: Array<[string, string]> = [
 ];
 
 const setUp = async (dialect: (typeof DIALECTS)[number], env: Record<string, string> = {}) => {
-    const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-oid4vp'), env });
+    const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-oid4vp', 'hallmark-tenancy'), env });
     const root = await rootToken(t.server);
     await createTenant(t.server, root, 'out-t');
     const { token } = await clientWithToken(t.server, root, { clientId: 'out-admin', roles: ['tenant:admin'], tenantId: 'out-t' });

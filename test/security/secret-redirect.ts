@@ -23,7 +23,7 @@ for (const dialect of DIALECTS) {
         };
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-tenancy') });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'redirect');
             headers = bearer((await clientWithToken(t.server, root, { clientId: 'redirect-admin', roles: ['tenant:admin'], tenantId: 'redirect' })).token);

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite: type-check, then every test file on SQLite and PostgreSQL.
+# The whole test suite: lint, type-check, then every test file on SQLite and PostgreSQL with leak detection and the
+# coverage threshold.
 # Starts the local PostgreSQL cluster when it is not running (CI machines have it installed, maybe stopped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/ensure-services.sh
+
+echo "== lint"
+npx eslint .
 
 echo "== type-check"
 npx tsc -p tsconfig.json --noEmit

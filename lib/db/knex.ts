@@ -40,6 +40,8 @@ const cachePreparedStatements = (conn: { prepare: (sql: string) => unknown }): v
 const knexLog = {
     warn: (message: unknown) => {
         if (!(typeof message === 'string' && message.startsWith('Acquire connection error'))) {
+            // knex's own warnings, before any service logger exists (the pool is made before the server).
+            // eslint-disable-next-line no-console
             console.warn(message);
         }
     }

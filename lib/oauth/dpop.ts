@@ -45,7 +45,7 @@ const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k', 'oth', 'priv'];
 const MAX_PROOF_LENGTH = 8192;
 // single_use_values.key is 255 characters: 'dpop:' + 43 (thumbprint) + ':' leaves 206 for the jti.
 const MAX_JTI_LENGTH = 200;
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const NONCE_TIME_BYTES = 8;

@@ -21,6 +21,8 @@ export class RequestContextManager implements ContextManager {
         if (typeof target !== 'function') {
             return target;
         }
+        // The returned function needs both this manager and its own call's `this`.
+        // eslint-disable-next-line @typescript-eslint/no-this-alias
         const manager = this;
         const fn = target as unknown as (...args: unknown[]) => unknown;
         return function (this: unknown, ...args: unknown[]) {

@@ -305,6 +305,7 @@ interface WalletError {
 /** RFC 6749 section 4.1.2.1: error codes use printable ASCII without " and \. */
 const ERROR_CODE = /^[\x20\x21\x23-\x5B\x5D-\x7E]+$/;
 /** Control characters (NUL among them, which PostgreSQL text cannot hold) shown as U+FFFD. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const displaySafe = (text: string): string => text.replace(/[\u0000-\u001F\u007F]/g, '\uFFFD');
 
 /**

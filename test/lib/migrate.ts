@@ -1,4 +1,5 @@
 import Crypto from 'node:crypto';
+import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { ColumnCipher } from '../../lib/crypto/column-cipher';
@@ -6,7 +7,8 @@ import { Database } from '../../lib/db/database';
 import { migrateLatest, migrationStatus } from '../../lib/db/migrate';
 import { createTestDatabase, DIALECTS } from '../helpers/databases';
 import { manifestMigrations } from '../helpers/migrations';
-import { defaultManifestOnly, startTestServer } from '../helpers/server';
+import { StampModel } from '../fixtures/table-plugin/models/stamp';
+import { defaultManifestOnly, defaultManifestWith, startTestServer } from '../helpers/server';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
@@ -68,6 +70,22 @@ for (const dialect of DIALECTS) {
                     expect(await knex.schema.hasTable(table), table).to.be.false();
                 }
                 expect((await knex('knex_migrations').orderBy('name').pluck('name'))).to.equal(RELEASED.filter((n) => n !== '20261125_0003_kms'));
+            }
+            finally {
+                await t.stop();
+            }
+        });
+
+        it('a plugin outside plugins/ adds its own table with one manifest line', async () => {
+            const t = await startTestServer(dialect, { manifest: defaultManifestWith('with-table-plugin', { plugin: Path.join(__dirname, '../fixtures/table-plugin') }) });
+            try {
+                const { db } = t.server;
+                expect(t.server.migrations().map((m) => m.name)).to.equal([...RELEASED, '20270101_0001_stamps']);
+                const now = new Date().toISOString();
+                await db.knex('tenants').insert({ id: 'acme', name: 'Acme', generation: 1, ownership: 'unmanaged', createdAt: now, updatedAt: now });
+                await db.model(StampModel).query().insert({ id: 's1', tenantId: 'acme', note: 'secret note', createdAt: now });
+                expect((await db.model(StampModel).query().findById('s1'))!.note).to.equal('secret note');
+                expect((await db.knex('stamps').first()).note).to.not.contain('secret');
             }
             finally {
                 await t.stop();

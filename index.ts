@@ -10,7 +10,8 @@
  * OpenAPI docs and ordering by `dependsOn`. A KMS provider: call `server.registerKmsProvider(type)`.
  */
 
-// The server decorations (types only): registry, registerResource, registerJob; kms, registerKmsProvider.
+// The server decorations (types only): registry, registerResource, registerJob, registerMigrations; kms,
+// registerKmsProvider.
 export type {} from './plugins/core';
 export type {} from './plugins/kms';
 
@@ -18,6 +19,11 @@ export type { Manifest, ManifestEntry } from './lib/compose';
 export { ConflictError, NotFoundError, UnavailableError, ValidationError, type ErrorDetail } from './lib/errors';
 export { tenantContext } from './lib/auth/context';
 export type { JobDefinition } from './lib/jobs';
+
+// A plugin's own tables: models extend BaseModel (JSON and sealed columns); migrations are registered with
+// `server.registerMigrations([{ name: 'YYYYMMDD_NNNN_topic', up, down }])` and run in name order.
+export { BaseModel } from './lib/db/model';
+export type { Migration } from './lib/db/migrate';
 
 // Resource kinds and the registry.
 export {

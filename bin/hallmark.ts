@@ -1,8 +1,6 @@
 import type Hapi from '@hapi/hapi';
 import { createServer, type Manifest } from '../lib/compose';
 import { ConfigError, loadConfig, type Config } from '../manifests/environment';
-import { ColumnCipher } from '../lib/crypto/column-cipher';
-import { SecretHasher } from '../lib/crypto/secret-hash';
 import { Database, DatabaseUnreachableError } from '../lib/db/database';
 import { migrateLatest, migrationStatus } from '../lib/db/migrate';
 import { createLogger, type Logger } from '../lib/logging';
@@ -28,14 +26,18 @@ const loadManifest = (config: Config, name?: string): Manifest => {
     return { ...manifest, server: { port: config.port, host: config.host, ...manifest.server } };
 };
 
-const withDatabase = async <T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> => {
+/**
+ * The manifest's plugins registered but not started: the database is open and core knows the migrations of exactly
+ * the plugins `start` would run. Stopping closes the database.
+ */
+const withComposedServer = async <T>(config: Config, log: Logger, fn: (server: Hapi.Server) => Promise<T>): Promise<T> => {
     await Database.assertReachable(config.db);
-    const db = Database.open(config.db, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
+    const server = await createServer(loadManifest(config, config.manifest), { logger: log });
     try {
-        return await fn(db);
+        return await fn(server);
     }
     finally {
-        await db.close();
+        await server.stop();
     }
 };
 
@@ -86,12 +88,12 @@ const main = async (argv: string[]): Promise<void> => {
             await start(config, log, config.manifest);
             return;
         case 'migrate': {
-            const applied = await withDatabase(config, (db) => migrateLatest(db.knex));
+            const applied = await withComposedServer(config, log, (server) => migrateLatest(server.db.knex, server.migrations()));
             process.stdout.write(applied.length ? `Applied ${applied.length} migration(s):\n${applied.map((m) => `  ${m}`).join('\n')}\n` : 'Database is up to date.\n');
             return;
         }
         case 'migrate:status': {
-            const status = await withDatabase(config, (db) => migrationStatus(db.knex));
+            const status = await withComposedServer(config, log, (server) => migrationStatus(server.db.knex, server.migrations()));
             process.stdout.write([
                 ...status.completed.map((m) => `applied  ${m}`),
                 ...status.pending.map((m) => `pending  ${m}`),
@@ -100,9 +102,9 @@ const main = async (argv: string[]): Promise<void> => {
             return;
         }
         case 'keys:rotate': {
-            const kid = await withDatabase(config, async (db) => {
-                await migrateLatest(db.knex);
-                const keys = new ServiceKeys(db, config.auth.tokenTtl);
+            const kid = await withComposedServer(config, log, async (server) => {
+                await migrateLatest(server.db.knex, server.migrations());
+                const keys = new ServiceKeys(server.db, config.auth.tokenTtl);
                 await keys.init();
                 return keys.rotate();
             });

@@ -1,7 +1,7 @@
 import Joi from 'joi';
 import { roleSchema } from '../lib/auth/roles';
 import { generateClientSecret } from '../lib/crypto/secret-hash';
-import { ClientModel } from '../lib/db/models/client';
+import { ClientModel } from '../plugins/oauth2/models/client';
 import { ConflictError, ValidationError } from '../lib/errors';
 import type { Database } from '../lib/db/database';
 import { GENERATE, type ResourceKind, type ResourceStore, type StoreScope, type StoredResource } from '../lib/registry/kind';

@@ -1,23 +1,51 @@
 import type { Knex } from 'knex';
-import { migrations, type Migration } from '../../migrations';
 import { withStartupLock } from './lock';
 
-/** Knex reads migrations from this list instead of globbing a folder, so compiled and ts-run builds behave alike. */
-const source: Knex.MigrationSource<Migration> = {
-    getMigrations: async () => migrations,
-    getMigrationName: (m) => m.name,
-    getMigration: async (m) => m
-};
+/**
+ * One schema step of a plugin. knex records it by name in knex_migrations, so a name never changes once released;
+ * names sort in the order the steps must run (`YYYYMMDD_NNNN_topic`), across all plugins.
+ */
+export interface Migration {
+    name: string;
+    up(knex: Knex): Promise<void>;
+    down(knex: Knex): Promise<void>;
+}
 
-const config: Knex.MigratorConfig = { migrationSource: source, tableName: 'knex_migrations' };
+/** The migrations of the plugins a manifest composes, in name order: what core runs at start and the CLI runs. */
+export class MigrationSet {
+    private readonly byName = new Map<string, Migration>();
+
+    add(owner: string, migrations: Migration[]): void {
+        for (const migration of migrations) {
+            if (this.byName.has(migration.name)) {
+                throw new Error(`Plugin ${owner}: migration ${migration.name} is already registered`);
+            }
+            this.byName.set(migration.name, migration);
+        }
+    }
+
+    list(): Migration[] {
+        return [...this.byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    }
+}
+
+/** Knex reads migrations from this list instead of globbing a folder, so compiled and ts-run builds behave alike. */
+const configFor = (migrations: Migration[]): Knex.MigratorConfig => ({
+    tableName: 'knex_migrations',
+    migrationSource: {
+        getMigrations: async () => migrations,
+        getMigrationName: (m: Migration) => m.name,
+        getMigration: async (m: Migration) => m
+    }
+});
 
 /**
  * Applies pending migrations. Several replicas may start at once: they migrate one at a time, and the later ones
  * find nothing left to do.
  */
-export const migrateLatest = (knex: Knex): Promise<string[]> =>
+export const migrateLatest = (knex: Knex, migrations: Migration[]): Promise<string[]> =>
     withStartupLock(knex, 'migrations', async () => {
-        const [, applied] = await knex.migrate.latest(config);
+        const [, applied] = await knex.migrate.latest(configFor(migrations));
         return applied as string[];
     });
 
@@ -26,9 +54,8 @@ export interface MigrationStatus {
     pending: string[];
 }
 
-export const migrationStatus = async (knex: Knex): Promise<MigrationStatus> => {
-    const [completed, pending] = await knex.migrate.list(config) as [Array<{ name: string }>, Migration[]];
+export const migrationStatus = async (knex: Knex, migrations: Migration[]): Promise<MigrationStatus> => {
+    const [completed, pending] = await knex.migrate.list(configFor(migrations)) as [Array<{ name: string }>, Migration[]];
     return { completed: completed.map((c) => c.name), pending: pending.map((p) => p.name) };
 };
 
-export const rollbackAll = (knex: Knex) => knex.migrate.rollback(config, true);

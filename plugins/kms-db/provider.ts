@@ -2,7 +2,7 @@ import Crypto from 'node:crypto';
 import Joi from 'joi';
 import type { JWK } from 'jose';
 import type { Database } from '../../lib/db/database';
-import { KmsDbKeyModel } from '../../lib/db/models/kms';
+import { KmsDbKeyModel } from './model';
 import { NotFoundError, ValidationError } from '../../lib/errors';
 import type { KeyStore, KmsProviderType, PublicJwk } from '../../lib/kms/types';
 

@@ -9,6 +9,7 @@ import type { KmsProviderType } from '../../lib/kms/types';
 import { defineKeyChainKind, keyChainKind } from '../../resources/key-chain';
 import { defineKmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
 import { TenantModel } from '../../lib/db/models/tenant';
+import * as kmsTables from './migrations/20261125_0003_kms';
 import { kmsOptionsSchema, type KmsOptions } from './options';
 import { keyChainRoutes } from './routes/key-chains';
 import { providerRoutes } from './routes/providers';
@@ -59,6 +60,9 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         const options = pluginOptions('hallmark-kms', kmsOptionsSchema, rawOptions);
         const { log } = server.app;
         const { db, registry } = server;
+        // key_chain_keys and tenant_cas (models.ts); 0003 also makes kms_db_keys for the kms-db provider, which
+        // cannot register it itself without renaming a released migration.
+        server.registerMigrations([{ name: '20261125_0003_kms', ...kmsTables }]);
         const types = new Map<string, KmsProviderType<any>>();
         server.decorate('server', 'registerKmsProvider', (type: KmsProviderType<any>) => {
             if (registry.sealed) {

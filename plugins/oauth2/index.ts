@@ -1,9 +1,11 @@
 import type Hapi from '@hapi/hapi';
-import { clientCache } from '../../lib/auth/clients';
+import { clientCache } from './clients';
 import { pluginOptions } from '../../lib/compose';
 import type { Logger } from '../../lib/logging';
 import { clientKind } from '../../resources/client';
 import { bootstrapRootClient } from './bootstrap';
+import * as auth from './migrations/20261125_0002_auth';
+import * as clientLockout from './migrations/20261125_0007_client_lockout_in_memory';
 import { KeycloakAdmin } from './oidc/keycloak-admin';
 import { OidcVerifier } from './oidc/verifier';
 import { clientRoutes } from './routes/clients';
@@ -73,6 +75,12 @@ export const plugin: Hapi.Plugin<OAuth2Options> = {
     register(server, options) {
         const config = pluginOptions('hallmark-oauth2', oauth2OptionsSchema, options);
         const { log } = server.app;
+        // The clients and service_keys tables (models/). 0002 also adds an index to core's audit_logs: released
+        // migrations keep their name and content, so it stays here whole.
+        server.registerMigrations([
+            { name: '20261125_0002_auth', ...auth },
+            { name: '20261125_0007_client_lockout_in_memory', ...clientLockout }
+        ]);
         server.registerResource(clientKind);
         server.decorate('server', 'clientCache', clientCache(server.db, server.registry));
 

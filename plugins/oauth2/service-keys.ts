@@ -1,7 +1,7 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { Database } from '../../lib/db/database';
-import { ServiceKeyModel } from '../../lib/db/models/service-key';
+import { ServiceKeyModel } from './models/service-key';
 
 const REFRESH_MS = 30_000;
 

@@ -14,11 +14,11 @@ const sdk = () => ({
 const otlp = () => (require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter;
 import { pluginOptions } from '../../lib/compose';
 import { packageVersion } from '../../lib/package-info';
-import type { SessionStatus, SessionType } from '../../lib/db/models/session';
+import type { SessionStatus, SessionType } from '../sessions/models/session';
 import { RequestContextManager } from './context';
 import { observabilityOptionsSchema, type ObservabilityOptions } from './options';
 import { redactUrlQuery } from './redact';
-import { sessionLogOf } from '../../lib/session-log';
+import { sessionLogOf } from '../sessions/session-log';
 
 export { redactUrlQuery } from './redact';
 export type { ObservabilityOptions } from './options';

@@ -1,8 +1,11 @@
 import type Hapi from '@hapi/hapi';
 import { pluginOptions } from '../../lib/compose';
 import { SingleUseStore } from '../../lib/db/single-use';
-import { SessionSearch } from '../../lib/sessions/search';
-import { SessionService } from '../../lib/sessions/session-service';
+import * as sessionTables from './migrations/20261125_0004_sessions';
+import * as sessionLogs from './migrations/20261125_0005_session_logs';
+import * as sessionSearch from './migrations/20261125_0006_session_search';
+import { SessionSearch } from './services/search';
+import { SessionService } from './services/session-service';
 import { sessionMaintenanceJob } from './jobs/maintenance';
 import { registerSessionEvents } from './routes/events';
 import { sessionListRoutes } from './routes/list';
@@ -23,12 +26,20 @@ declare module '@hapi/hapi' {
     }
 }
 
-/** Sessions of issuance and presentation flows. Registers: the session service, single-use values, /api/session. */
+/**
+ * Sessions of issuance and presentation flows. Registers: the session service, single-use values, /api/session.
+ * Owns the sessions, session_logs and single_use_values tables.
+ */
 export const plugin: Hapi.Plugin<SessionsOptions> = {
     name: 'hallmark-sessions',
     dependencies: ['hallmark-core', 'hallmark-oauth2'],
     register(server, rawOptions) {
         const { ttl, cleanupMode, tidyUpInterval, sessionLog } = pluginOptions('hallmark-sessions', sessionsOptionsSchema, rawOptions);
+        server.registerMigrations([
+            { name: '20261125_0004_sessions', ...sessionTables },
+            { name: '20261125_0005_session_logs', ...sessionLogs },
+            { name: '20261125_0006_session_search', ...sessionSearch }
+        ]);
         server.expose('defaultTtl', ttl);
         const sessions = new SessionService(server.db);
         server.decorate('server', 'sessions', sessions);

@@ -1,6 +1,6 @@
 import Joi from 'joi';
-import type { SessionType } from '../../lib/db/models/session';
-import type { Session } from '../../lib/sessions/session-service';
+import type { SessionType } from './models/session';
+import type { Session } from './services/session-service';
 
 export const SESSION_READ_ROLES: Record<SessionType, string[]> = {
     issuance: ['issuance:offer', 'issuance:config'],

@@ -19,6 +19,7 @@ import { tableResourceStore } from '../../lib/registry/resource-store';
 import { schemaUrl } from '../../lib/registry/schema-url';
 import { tenantKind } from '../../resources/tenant';
 import { DIALECTS, createTestDatabase, offlineDatabase, type TestDatabase } from '../helpers/databases';
+import { manifestMigrations } from '../helpers/migrations';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -120,7 +121,7 @@ for (const dialect of DIALECTS) {
         before(async () => {
             testDb = await createTestDatabase(dialect);
             db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
-            await migrateLatest(db.knex);
+            await migrateLatest(db.knex, await manifestMigrations());
             registry = createRegistry(db);
         });
 

@@ -9,6 +9,7 @@ import { SingleUseStore } from '../../lib/db/single-use';
 import { OAuthError } from '../../lib/errors';
 import { DpopVerifier, jwkThumbprint, normaliseHtu, type DpopProofInput } from '../../lib/oauth/dpop';
 import { createTestDatabase, DIALECTS, type TestDatabase } from '../helpers/databases';
+import { manifestMigrations } from '../helpers/migrations';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -127,7 +128,7 @@ for (const dialect of DIALECTS) {
         before(async () => {
             testDb = await createTestDatabase(dialect);
             db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
-            await migrateLatest(db.knex);
+            await migrateLatest(db.knex, await manifestMigrations());
             const iso = new Date().toISOString();
             await db.knex('tenants').insert({ id: 't1', name: 'T', generation: 1, ownership: 'unmanaged', createdAt: iso, updatedAt: iso });
             store = new SingleUseStore(db);

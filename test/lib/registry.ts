@@ -11,6 +11,7 @@ import type { ResourceKind, TenantContext } from '../../lib/registry/kind';
 import { Registry } from '../../lib/registry/registry';
 import { tenantKind } from '../../resources/tenant';
 import { createTestDatabase, DIALECTS, offlineDatabase, type TestDatabase } from '../helpers/databases';
+import { manifestMigrations } from '../helpers/migrations';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -103,7 +104,7 @@ for (const dialect of DIALECTS) {
         before(async () => {
             testDb = await createTestDatabase(dialect);
             db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
-            await migrateLatest(db.knex);
+            await migrateLatest(db.knex, await manifestMigrations());
             registry = new Registry(db);
             registry.register(tenantKind);
             registry.register(hookKind);
@@ -215,7 +216,7 @@ for (const dialect of DIALECTS) {
         before(async () => {
             testDb = await createTestDatabase(dialect);
             db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
-            await migrateLatest(db.knex);
+            await migrateLatest(db.knex, await manifestMigrations());
             registries = {
                 strict: new Registry(db, { outbound: { allowHttp: false, allowPrivateNetwork: false, allowedHosts: [] }, resolver }),
                 open: new Registry(db, { outbound: { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] }, resolver })

@@ -4,7 +4,7 @@ import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
 import { loadConfig } from '../../manifests/environment';
 import { createServer } from '../../lib/compose';
-import { ServiceKeyModel } from '../../lib/db/models/service-key';
+import { ServiceKeyModel } from '../../plugins/oauth2/models/service-key';
 import { ServiceKeys } from '../../plugins/oauth2/service-keys';
 import { LOCKOUT } from '../../plugins/oauth2/auth-failures';
 import { DIALECTS } from '../helpers/databases';

@@ -5,7 +5,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
 import Pino from 'pino';
-import type { SessionStatus, SessionType } from '../../lib/db/models/session';
+import type { SessionStatus, SessionType } from '../../plugins/sessions/models/session';
 import { MAINTENANCE_BATCH_SIZE, runSessionMaintenance, SESSION_MAINTENANCE_JOB } from '../../plugins/sessions/jobs/maintenance';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';

@@ -1,7 +1,7 @@
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
-import { COUNT_CAP, prefixUpperBound, searchHandles, SessionSearch, type SessionListQuery } from '../../lib/sessions/search';
-import { sha256Hex } from '../../lib/sessions/session-service';
+import { COUNT_CAP, prefixUpperBound, searchHandles, SessionSearch, type SessionListQuery } from '../../plugins/sessions/services/search';
+import { sha256Hex } from '../../plugins/sessions/services/session-service';
 import { parseInstant } from '../../plugins/sessions/routes/list';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';

@@ -1,6 +1,6 @@
 import Crypto from 'node:crypto';
 import type { Database } from '../../../lib/db/database';
-import { KeyChainKeyModel, TenantCaModel, type PreviousKey } from '../../../lib/db/models/kms';
+import { KeyChainKeyModel, TenantCaModel, type PreviousKey } from '../models';
 import { NotFoundError, ValidationError } from '../../../lib/errors';
 import { certificatePublicJwk, issueLeafCertificate, issueRootCertificate, parsePem, toPem, type RawSigner } from '../../../lib/kms/certificates';
 import type { KeyStore, PublicJwk } from '../../../lib/kms/types';

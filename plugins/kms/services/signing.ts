@@ -3,7 +3,7 @@ import type { JWK } from 'jose';
 import { ChangeCache, changedResource } from '../../../lib/cache';
 import { pemToX5c } from '../../../lib/kms/certificates';
 import type { PublicJwk } from '../../../lib/kms/types';
-import type { KeyChainKeyModel } from '../../../lib/db/models/kms';
+import type { KeyChainKeyModel } from '../models';
 import type { Registry } from '../../../lib/registry/registry';
 import type { KeyChainService } from './key-chains';
 import type { KmsService } from './kms-service';

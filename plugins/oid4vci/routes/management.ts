@@ -1,6 +1,6 @@
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
-import { assertConfigsAllowed } from '../../../lib/auth/allowed-configs';
+import { assertConfigsAllowed } from '../../oauth2/allowed-configs';
 import { tenantContext } from '../../../lib/auth/context';
 import { resourceRoutes, singletonRoutes } from '../../../lib/http/resource-routes';
 import { attributeProviderKind } from '../../../resources/attribute-provider';

@@ -9,8 +9,8 @@ import type { CredentialService } from '../services/credentials';
 import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
 import type { TokenEndpoint } from '../services/tokens';
-import type { SessionService } from '../../../lib/sessions/session-service';
-import { sessionLogOf } from '../../../lib/session-log';
+import type { SessionService } from '../../sessions/services/session-service';
+import { sessionLogOf } from '../../sessions/session-log';
 
 export interface WalletRouteDeps {
     publicUrl: string;

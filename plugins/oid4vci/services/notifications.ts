@@ -1,8 +1,8 @@
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import type { OutboundPolicy } from '../../../lib/outbound';
-import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
-import type { SessionLogger } from '../../../lib/session-log';
+import type { LiveSession, SessionService } from '../../sessions/services/session-service';
+import type { SessionLogger } from '../../sessions/session-log';
 import { deliverWebhook } from '../../../lib/webhooks';
 
 export const NOTIFICATION_EVENTS = ['credential_accepted', 'credential_failure', 'credential_deleted'] as const;

@@ -6,7 +6,7 @@ import type { WebhookTarget } from '../../../lib/webhooks';
 import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import { ValidationError } from '../../../lib/errors';
 import type { TenantContext } from '../../../lib/registry/kind';
-import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
+import { sha256Hex, type SessionService } from '../../sessions/services/session-service';
 import { tenantUrl, type Issuer } from '../issuer';
 
 export const PRE_AUTHORIZED_GRANT = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
@@ -66,7 +66,7 @@ export interface IssuanceData {
     events: Array<{ notificationId: string; event: string; description?: string; at: string }>;
 }
 
-declare module '../../../lib/sessions/session-service' {
+declare module '../../sessions/services/session-service' {
     interface SessionDataTypes {
         issuance: IssuanceData;
     }

@@ -1,9 +1,9 @@
 import Crypto from 'node:crypto';
 import { OAuthError } from '../../../lib/errors';
-import type { LiveSession, Session } from '../../../lib/sessions/session-service';
+import type { LiveSession, Session } from '../../sessions/services/session-service';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
-import { sha256Hex, type SessionService } from '../../../lib/sessions/session-service';
-import type { RequestSessionLog } from '../../../lib/session-log';
+import { sha256Hex, type SessionService } from '../../sessions/services/session-service';
+import type { RequestSessionLog } from '../../sessions/session-log';
 import type { Issuer } from '../issuer';
 import { PRE_AUTHORIZED_GRANT, type OfferService } from './offers';
 

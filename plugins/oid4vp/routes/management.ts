@@ -1,7 +1,7 @@
 import type Hapi from '@hapi/hapi';
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
-import { assertConfigsAllowed } from '../../../lib/auth/allowed-configs';
+import { assertConfigsAllowed } from '../../oauth2/allowed-configs';
 import { tenantContext } from '../../../lib/auth/context';
 import { resourceRoutes } from '../../../lib/http/resource-routes';
 import { presentationConfigKind } from '../../../resources/presentation-config';

@@ -2,7 +2,7 @@ import type Hapi from '@hapi/hapi';
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { NotFoundError } from '../../../lib/errors';
-import type { SessionService } from '../../../lib/sessions/session-service';
+import type { SessionService } from '../../sessions/services/session-service';
 import { REQUEST_OBJECT_TYP, type PresentationRequests } from '../services/requests';
 import type { PresentationResponses } from '../services/responses';
 

@@ -6,7 +6,7 @@ import type { Logger } from '../../../lib/logging';
 import { checkUrl, OutboundBlockedError, type OutboundPolicy } from '../../../lib/outbound';
 import type { TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
-import type { LiveSession, SessionService } from '../../../lib/sessions/session-service';
+import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import type { WebhookTarget } from '../../../lib/webhooks';
 import { keyChainKind } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
@@ -72,7 +72,7 @@ export interface PresentationData {
     result?: { outcome: Record<string, unknown>; credentials?: Array<Record<string, unknown>>; rawTokens?: Record<string, unknown[]> };
 }
 
-declare module '../../../lib/sessions/session-service' {
+declare module '../../sessions/services/session-service' {
     interface SessionDataTypes {
         presentation: PresentationData;
     }

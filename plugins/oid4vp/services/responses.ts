@@ -4,7 +4,7 @@ import { decryptEcdhEs } from '../../../lib/crypto/ecdh-es';
 import { OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import type { OutboundPolicy } from '../../../lib/outbound';
-import type { LiveSession, Session, SessionPatch, SessionService } from '../../../lib/sessions/session-service';
+import type { LiveSession, Session, SessionPatch, SessionService } from '../../sessions/services/session-service';
 import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
 import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
 import { verifySdJwtPresentation } from '../../../lib/verify/sd-jwt-vc';

@@ -3,10 +3,10 @@ import type Hapi from '@hapi/hapi';
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { tenantContext } from '../../../lib/auth/context';
-import { TERMINAL_STATUSES, type SessionStatus } from '../../../lib/db/models/session';
+import { TERMINAL_STATUSES, type SessionStatus } from '../models/session';
 import { NotFoundError } from '../../../lib/errors';
-import { SessionChangeFeed, type SessionChange, type SessionFeedEvent } from '../../../lib/sessions/change-feed';
-import type { SessionService } from '../../../lib/sessions/session-service';
+import { SessionChangeFeed, type SessionChange, type SessionFeedEvent } from '../services/change-feed';
+import type { SessionService } from '../services/session-service';
 import { SESSION_READ_ROLES, visibleTypes } from '../view';
 
 /**

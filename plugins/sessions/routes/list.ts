@@ -1,11 +1,11 @@
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { tenantContext } from '../../../lib/auth/context';
-import type { SessionType } from '../../../lib/db/models/session';
+import type { SessionType } from '../models/session';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../../lib/errors';
 import { pageOf, pageQuery, pageResult } from '../../../lib/http/pagination';
-import { COUNT_CAP, SORT_KEYS, type SessionListQuery, type SessionSearch } from '../../../lib/sessions/search';
-import type { Session } from '../../../lib/sessions/session-service';
+import { COUNT_CAP, SORT_KEYS, type SessionListQuery, type SessionSearch } from '../services/search';
+import type { Session } from '../services/session-service';
 import { listItem, SESSION_READ_ROLES, sessionListItem, visibleTypes } from '../view';
 
 const READ = [...new Set([...Object.values(SESSION_READ_ROLES).flat(), 'tenant:read'])];

@@ -3,8 +3,8 @@ import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { tenantContext } from '../../../lib/auth/context';
 import { NotFoundError } from '../../../lib/errors';
-import { readSessionLogs, registerSessionLogger, SESSION_LOG_LEVELS } from '../../../lib/session-log';
-import type { SessionService } from '../../../lib/sessions/session-service';
+import { readSessionLogs, registerSessionLogger, SESSION_LOG_LEVELS } from '../session-log';
+import type { SessionService } from '../services/session-service';
 import { SESSION_READ_ROLES, visibleTypes } from '../view';
 import type { SessionLogOptions } from '../options';
 

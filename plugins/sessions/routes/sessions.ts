@@ -2,7 +2,7 @@ import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { tenantContext } from '../../../lib/auth/context';
 import { NotFoundError } from '../../../lib/errors';
-import type { SessionService } from '../../../lib/sessions/session-service';
+import type { SessionService } from '../services/session-service';
 import { detail, SESSION_READ_ROLES, sessionDetail, visibleTypes } from '../view';
 
 const READ = [...new Set([...Object.values(SESSION_READ_ROLES).flat(), 'tenant:read'])];

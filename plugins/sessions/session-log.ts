@@ -1,9 +1,9 @@
 import type Hapi from '@hapi/hapi';
 import type { Boom } from '@hapi/boom';
-import type { Database } from './db/database';
-import type { SessionType } from './db/models/session';
-import { DomainError } from './errors';
-import { redactSensitive, type Logger } from './logging';
+import type { Database } from '../../lib/db/database';
+import type { SessionType } from './models/session';
+import { DomainError } from '../../lib/errors';
+import { redactSensitive, type Logger } from '../../lib/logging';
 
 /**
  * Session flow logs (LOG_ENABLE_SESSION_LOGGER, LOG_SESSION_STORE).

@@ -1,17 +1,4 @@
-import { BaseModel } from '../model';
-
-export class KmsDbKeyModel extends BaseModel {
-    static override tableName = 'kms_db_keys';
-    static override idColumn = ['tenantId', 'kid'];
-    static override jsonColumns = ['publicJwk'];
-    static override encryptedColumns = ['privateJwk'];
-
-    tenantId!: string;
-    kid!: string;
-    privateJwk!: string;
-    publicJwk!: Record<string, unknown>;
-    createdAt!: string;
-}
+import { BaseModel } from '../../lib/db/model';
 
 export interface PreviousKey {
     kmsProvider: string;

@@ -1,7 +1,7 @@
-import { ChangeCache } from '../cache';
-import type { Database } from '../db/database';
-import { ClientModel } from '../db/models/client';
-import type { Registry } from '../registry/registry';
+import { ChangeCache } from '../../lib/cache';
+import type { Database } from '../../lib/db/database';
+import { ClientModel } from './models/client';
+import type { Registry } from '../../lib/registry/registry';
 import { clientKind } from '../../resources/client';
 import { tenantKind } from '../../resources/tenant';
 

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import type { Database } from '../db/database';
-import type { SessionStatus, SessionType } from '../db/models/session';
+import type { Database } from '../../../lib/db/database';
+import type { SessionStatus, SessionType } from '../models/session';
 import { sha256Hex, type Session } from './session-service';
 
 /**

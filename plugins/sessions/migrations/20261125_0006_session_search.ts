@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
  * Indexes of the session list and search (GET /api/session), for tenants with a million sessions and more.
  *
  * Every list query is `tenant_id = ?` plus filters, ordered by one sort key with `updated_at` and `id` as tie
- * breakers (see lib/sessions/search.ts), so that pages are stable. Each index below serves one family of those
+ * breakers (see plugins/sessions/services/search.ts), so that pages are stable. Each index below serves one family of those
  * queries in index order: the first page reads about pageSize index entries and rows, and the capped count reads
  * index entries only. The 0004 list indexes are replaced by versions that end in the tie breakers.
  *

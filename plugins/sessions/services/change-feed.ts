@@ -1,6 +1,6 @@
-import type { Database } from '../db/database';
-import type { SessionStatus } from '../db/models/session';
-import type { Logger } from '../logging';
+import type { Database } from '../../../lib/db/database';
+import type { SessionStatus } from '../models/session';
+import type { Logger } from '../../../lib/logging';
 import type { SessionService } from './session-service';
 
 /** A session's state as an event stream reports it. */

@@ -1,7 +1,7 @@
 import type Hapi from '@hapi/hapi';
-import { ForbiddenError } from '../errors';
+import { ForbiddenError } from '../../lib/errors';
 import './clients';
-import { callerContext } from './context';
+import { callerContext } from '../../lib/auth/context';
 
 export type ConfigUse = 'issuance' | 'presentation';
 

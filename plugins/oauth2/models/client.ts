@@ -1,4 +1,4 @@
-import { BaseModel } from '../model';
+import { BaseModel } from '../../../lib/db/model';
 
 export class ClientModel extends BaseModel {
     static override tableName = 'clients';

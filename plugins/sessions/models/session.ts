@@ -1,4 +1,4 @@
-import { BaseModel } from '../model';
+import { BaseModel } from '../../../lib/db/model';
 
 export type SessionType = 'issuance' | 'presentation';
 export type SessionStatus = 'active' | 'fetched' | 'completed' | 'failed' | 'expired';

@@ -1,13 +1,13 @@
 import Crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import type { Database } from '../db/database';
-import { TERMINAL_STATUSES, type SessionModel, type SessionStatus, type SessionType } from '../db/models/session';
+import type { Database } from '../../../lib/db/database';
+import { TERMINAL_STATUSES, type SessionModel, type SessionStatus, type SessionType } from '../models/session';
 
 type SessionColumns = Omit<SessionModel, keyof import('objection').Model | 'type' | 'data'>;
 
 /**
  * The sealed data each session type keeps, declared by the plugin that runs the flow through declaration merging:
- * `declare module '…/lib/sessions/session-service' { interface SessionDataTypes { issuance: IssuanceData } }`.
+ * `declare module '…/plugins/sessions/services/session-service' { interface SessionDataTypes { issuance: IssuanceData } }`.
  */
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by declaration merging
 export interface SessionDataTypes {}

@@ -1,3 +1,4 @@
+import { insideTransaction } from './db/database';
 import type { KindRef } from './registry/kind';
 import type { Registry } from './registry/registry';
 
@@ -28,7 +29,7 @@ export interface ChangeCacheOptions<K extends readonly string[], V> {
 
 /**
  * The cache of configuration state read on hot paths: a value per key (a tenant, a tenant's resource, a client),
- * read through `load`. Concurrent misses share one read; a failed read is not kept, so the next call reads again;
+ * read through `load`. Concurrent misses share one read (outside transactions: see get); a failed read is not kept, so the next call reads again;
  * an entry is dropped when the registry reports a change of a kind it is built from (`dropOnChange`), and read
  * again once older than `ttlMs`.
  */
@@ -38,6 +39,12 @@ export class ChangeCache<K extends readonly string[], V> {
     constructor(private readonly options: ChangeCacheOptions<K, V>) {}
 
     get(...key: K): Promise<V> {
+        // Inside a write transaction a read goes to the transaction and is neither shared nor kept: it may see what
+        // is not committed yet, and a shared read made outside would wait for the connection (SQLite has one) that
+        // the transaction holds while the transaction waits for it.
+        if (insideTransaction()) {
+            return this.options.load(...key);
+        }
         const id = key.join('\u0000');
         const hit = this.entries.get(id);
         if (hit && (this.options.ttlMs === undefined || Date.now() - hit.at < this.options.ttlMs)) {

@@ -27,6 +27,9 @@ const describeCause = (err: unknown): string => {
 export type Transaction = Knex.Transaction;
 
 const ambientTransaction = new AsyncLocalStorage<Transaction>();
+
+/** Whether this code runs inside a `transaction()` call of any database (caches must not share or keep its reads). */
+export const insideTransaction = (): boolean => ambientTransaction.getStore() !== undefined;
 type ModelClass<M extends typeof BaseModel> = M;
 
 /** A host that drops packets never refuses: give up after this long instead of waiting for TCP to. */

@@ -2,6 +2,10 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { ChangeCache, changedResource, changedTenant } from '../../lib/cache';
 import { kindRef, type KindRef } from '../../lib/registry/kind';
+import Crypto from 'node:crypto';
+import { ColumnCipher } from '../../lib/crypto/column-cipher';
+import { Database } from '../../lib/db/database';
+import { createTestDatabase } from '../helpers/databases';
 
 export const lab = Lab.script();
 const { describe, it, afterEach } = lab;
@@ -146,5 +150,33 @@ describe('ChangeCache', () => {
         expect(await fresh).to.equal('acme#2');
         expect(await cache.get('acme')).to.equal('acme#2');
         expect(loader.reads).to.have.length(2);
+    });
+
+    it('inside a transaction reads through the transaction: no shared outside read, nothing kept', async () => {
+        const testDb = await createTestDatabase('sqlite');
+        const db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
+        try {
+            const loader = counting();
+            let release!: (value: string) => void;
+            loader.next = () => new Promise((resolve) => {
+                release = resolve;
+            });
+            const cache = new ChangeCache<[string], string>({ load: loader.load });
+            // An outside read is pending (on SQLite it would wait for the connection a write transaction holds).
+            const outside = cache.get('acme');
+            loader.next = undefined;
+            const inside = await db.transaction(() => cache.get('acme'));
+            expect(inside).to.equal('acme#2');
+            expect(loader.reads).to.have.length(2);
+            release('outside');
+            expect(await outside).to.equal('outside');
+            // The transaction's read was not kept: the outside entry is what later reads get.
+            expect(await cache.get('acme')).to.equal('outside');
+            expect(loader.reads).to.have.length(2);
+        }
+        finally {
+            await db.close();
+            await testDb.drop();
+        }
     });
 });

@@ -194,11 +194,6 @@ export class KeyChainService implements KeyChainMaterial {
         }
     }
 
-    /** Inside a write, material must be read in its transaction rather than from a cache. */
-    inTransaction(): boolean {
-        return !!this.deps.db.ambient();
-    }
-
     async material(tenantId: string, id: string): Promise<KeyChainKeyModel> {
         const row = await this.deps.db.model(KeyChainKeyModel).query(this.deps.db.ambient()).findById([tenantId, id]);
         if (!row) {

@@ -46,14 +46,14 @@ export class SigningService {
     private readonly rows: ChangeCache<[tenantId: string, keyChainId: string], KeyChainKeyModel>;
     private readonly derived = new WeakMap<KeyChainKeyModel, SigningMaterial>();
 
-    constructor(private readonly kms: KmsService, private readonly keyChains: KeyChainService, registry: Registry) {
+    constructor(private readonly kms: KmsService, keyChains: KeyChainService, registry: Registry) {
         this.rows = new ChangeCache({ ttlMs: CACHE_TTL_MS, load: (tenantId: string, keyChainId: string) => keyChains.material(tenantId, keyChainId) })
             .dropOnChange(registry, [keyChainKind], changedResource);
     }
 
-    /** Inside a write, material is read in its transaction rather than from the cache. */
+    /** Inside a write, the cache reads the material in its transaction without keeping it (ChangeCache.get). */
     private row(tenantId: string, keyChainId: string): Promise<KeyChainKeyModel> {
-        return this.keyChains.inTransaction() ? this.keyChains.material(tenantId, keyChainId) : this.rows.get(tenantId, keyChainId);
+        return this.rows.get(tenantId, keyChainId);
     }
 
     async material(tenantId: string, keyChainId: string): Promise<SigningMaterial> {

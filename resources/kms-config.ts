@@ -48,8 +48,15 @@ export const kmsConfigSchema = (types: ReadonlyMap<string, KmsProviderType<any>>
 };
 
 /** Secret fields of every provider type, as paths into a KmsConfig document. */
+/**
+ * The secret fields of every provider type spec 2.5 defines. They are secret whether or not the manifest loads the
+ * plugin of that type: a stored configuration outlives a manifest change, and its secrets must never be exported or
+ * answered in clear because the plugin that declares them is gone.
+ */
+const SPEC_PROVIDER_SECRETS = ['vaultToken', 'secretAccessKey', 'pin', 'clientSecret', 'sad', 'authorizeAuthData.*.value', 'auth.token', 'auth.clientSecret'];
+
 export const kmsSecretPaths = (types: ReadonlyMap<string, KmsProviderType<any>>): string[] =>
-    [...new Set([...types.values()].flatMap((t) => t.secretPaths.map((p) => `providers.*.${p}`)))];
+    [...new Set([...SPEC_PROVIDER_SECRETS, ...[...types.values()].flatMap((t) => t.secretPaths)].map((p) => `providers.*.${p}`))];
 
 /** Tenant settings over the global file: providers by id (the tenant's win), the tenant's default first. */
 export const mergeKmsConfigs = (shared: KmsConfig | undefined, tenant: KmsConfig | undefined): KmsConfig => {

@@ -45,4 +45,19 @@ describe('secret redaction', () => {
         expect(restoreRedacted(sentBack, { providers: [provider] }, kind).providers[0]!.auth.clientSecret).to.be.undefined();
         expect(restoreRedacted({ providers: [{ ...provider, auth: { ...provider.auth, clientSecret: '[redacted]' } }] }, { providers: [provider] }, kind).providers[0]!.auth.clientSecret).to.equal('cs');
     });
+
+    it('keeps the secrets of every spec-defined KMS provider type secret when no plugin of that type is loaded', () => {
+        const kind = defineKmsConfigKind(new Map(), async () => undefined);
+        const stored = {
+            providers: [
+                { id: 'remote', type: 'http', baseUrl: 'https://kms.example', auth: { type: 'bearer', token: 'SUPER-SECRET-BEARER' } },
+                { id: 'hsm', type: 'pkcs11', library: '/lib/x.so', slot: 0, pin: '1234' },
+                { id: 'sig', type: 'csc', baseUrl: 'https://csc.example', tokenUrl: 'https://csc.example/t', clientId: 'c', clientSecret: 'cs', authorizeAuthData: [{ id: 'otp', value: '000000' }] }
+            ]
+        };
+        const redacted = JSON.stringify(redactSecrets(stored, kind.secrets));
+        for (const secret of ['SUPER-SECRET-BEARER', '1234', 'cs', '000000']) {
+            expect(redacted).to.not.contain(`"${secret}"`);
+        }
+    });
 });

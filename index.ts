@@ -15,7 +15,7 @@
 export type {} from './plugins/core';
 export type {} from './plugins/kms';
 
-export type { Manifest, ManifestEntry } from './lib/compose';
+export { pluginOptions, type Manifest, type ManifestEntry } from './lib/compose';
 export { ConflictError, NotFoundError, UnavailableError, ValidationError, type ErrorDetail } from './lib/errors';
 export { tenantContext } from './lib/auth/context';
 export type { JobDefinition } from './lib/jobs';

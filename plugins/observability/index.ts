@@ -217,7 +217,8 @@ const countSessions = (server: Hapi.Server, meterProvider: MeterProvider, memory
  */
 export const plugin: Hapi.Plugin<ObservabilityOptions> = {
     name: 'hallmark-observability',
-    dependencies: ['hallmark-core'],
+    // It counts sessions (server.sessions, the sessions table) and tags traces with the session a request binds.
+    dependencies: ['hallmark-core', 'hallmark-sessions'],
     register(server, rawOptions) {
         const options = pluginOptions('hallmark-observability', observabilityOptionsSchema, rawOptions);
         const version = packageVersion();

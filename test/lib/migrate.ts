@@ -92,6 +92,21 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        it('a database migrated by a larger manifest migrates and reports with a smaller one (a plugin left out)', async () => {
+            const testDb = await createTestDatabase(dialect);
+            const db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));
+            try {
+                await migrateLatest(db.knex, await manifestMigrations());
+                const smaller = await manifestMigrations(defaultManifestOnly('no-sessions', 'hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-kms-db'));
+                expect(await migrateLatest(db.knex, smaller)).to.equal([]);
+                expect((await migrationStatus(db.knex, smaller)).pending).to.equal([]);
+            }
+            finally {
+                await db.close();
+                await testDb.drop();
+            }
+        });
+
         it('a database migrated by the central migration list starts without re-running or missing a migration', async () => {
             const testDb = await createTestDatabase(dialect);
             const db = Database.open(testDb.config, new ColumnCipher(Crypto.randomBytes(32)));

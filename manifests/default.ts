@@ -17,6 +17,7 @@ import type { Oid4vpOptions } from '../plugins/oid4vp/options';
 import * as observability from '../plugins/observability';
 import * as sessions from '../plugins/sessions';
 import type { SessionsOptions } from '../plugins/sessions/options';
+import * as status from '../plugins/status';
 import * as tenancy from '../plugins/tenancy';
 import type { TenancyOptions } from '../plugins/tenancy/options';
 
@@ -80,6 +81,7 @@ export const manifest = (config: Config): Manifest => {
                     multiConsumption: config.sessions.issuerMultiConsumption
                 } satisfies Oid4vciOptions
             },
+            { plugin: status.plugin, options: { publicUrl } satisfies status.StatusOptions },
             { plugin: oid4vp.plugin, options: { publicUrl } satisfies Oid4vpOptions },
             { plugin: docs.plugin }
         ]

@@ -33,6 +33,7 @@ interface Fixtures {
     attributeProviderId: string;
     webhookEndpointId: string;
     trustListId: string;
+    statusListId: string;
     presentationConfigId: string;
     sessionId: string;
 }
@@ -54,12 +55,14 @@ const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: s
         attributeProviderId: `${tenantId}-ap${suffix}`,
         webhookEndpointId: `${tenantId}-wh${suffix}`,
         trustListId: `${tenantId}-tl${suffix}`,
+        statusListId: `${tenantId}-sl${suffix}`,
         presentationConfigId: `${tenantId}-pc${suffix}`
     };
     await create('/api/issuer/credentials', { id: ids.credentialConfigId, config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'PID' }] }, vct: 'urn:eudi:pid:1', keyChainId, fields: [{ path: ['given_name'], type: 'string' }] });
     await create('/api/issuer/attribute-providers', { id: ids.attributeProviderId, url: 'https://attributes.example.com/claims', auth: { type: 'none' } });
     await create('/api/issuer/webhook-endpoints', { id: ids.webhookEndpointId, name: 'Backend', url: 'https://hooks.example.com/in', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: 'secret-value' } } });
     await create('/api/trust-lists', { id: ids.trustListId, entities: [{ serviceType: 'pid-issuance', certificates: [chain.rootCertificate] }] });
+    await create('/api/status-lists', { id: ids.statusListId, capacity: 16 });
     await create('/api/verifier/config', { id: ids.presentationConfigId, dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] } });
     // A finished session: its event stream answers one event and closes, so inject returns.
     const session = await server.sessions.create({ tenantId, type: 'issuance', status: 'completed' });
@@ -76,6 +79,7 @@ const TARGETS: Record<string, (f: Fixtures) => Record<string, string>> = {
     '/api/issuer/attribute-providers/{id}': (f) => ({ id: f.attributeProviderId }),
     '/api/issuer/webhook-endpoints/{id}': (f) => ({ id: f.webhookEndpointId }),
     '/api/trust-lists/{id}': (f) => ({ id: f.trustListId }),
+    '/api/status-lists/{id}': (f) => ({ id: f.statusListId }),
     '/api/verifier/config/{id}': (f) => ({ id: f.presentationConfigId }),
     '/api/session/{id}': (f) => ({ id: f.sessionId }),
     '/api/session/{id}/events': (f) => ({ id: f.sessionId }),

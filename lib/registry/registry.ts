@@ -117,9 +117,22 @@ export class Registry {
         this.listeners.set(kind.kind, [...this.listeners.get(kind.kind) ?? [], listener]);
     }
 
+    /**
+     * Tells the change listeners (caches) once the change is committed: at once after a write's own transaction, and
+     * after the commit of a surrounding one (an import), so a rolled-back change is never reported.
+     */
     private changed(kind: ResourceKind, tenantId: string | null, id: string): void {
-        for (const listener of this.listeners.get(kind.kind) ?? []) {
-            listener(tenantId, id);
+        const notify = () => {
+            for (const listener of this.listeners.get(kind.kind) ?? []) {
+                listener(tenantId, id);
+            }
+        };
+        const outer = this.db.ambient();
+        if (outer) {
+            outer.executionPromise.then(notify, () => undefined);
+        }
+        else {
+            notify();
         }
     }
 

@@ -170,6 +170,25 @@ for (const dialect of DIALECTS) {
             expect(await db.model(AuditLogModel).query().resultSize()).to.equal(before);
         });
 
+        it('reports a change to its listeners only once it is committed, never a rolled-back one', async () => {
+            const heard: string[] = [];
+            registry.onChange(hookKind, (_tenantId, id) => heard.push(id));
+            await expect(registry.transaction(async () => {
+                await registry.write(acme, hookKind, { id: 'h4', url: 'https://x.example', auth: { type: 'none' } });
+                throw new Error('later step failed');
+            })).to.reject('later step failed');
+            await new Promise((resolve) => setImmediate(resolve));
+            expect(heard).to.equal([]);
+            await registry.transaction(async () => {
+                await registry.write(acme, hookKind, { id: 'h5', url: 'https://x.example', auth: { type: 'none' } });
+                expect(heard).to.equal([]);
+            });
+            await new Promise((resolve) => setImmediate(resolve));
+            expect(heard).to.equal(['h5']);
+            await registry.write(acme, hookKind, { id: 'h6', url: 'https://x.example', auth: { type: 'none' } });
+            expect(heard).to.equal(['h5', 'h6']);
+        });
+
         it('deletes with an audit entry; deleting a tenant removes what it owns', async () => {
             await registry.write(other, hookKind, { id: 'o1', url: 'https://o.example', auth: { type: 'none' } });
             await registry.remove(acme, hookKind, 'h1');

@@ -3,6 +3,7 @@ import Joi from 'joi';
 import { pluginOptions } from '../../lib/compose';
 import { defineStatusListKind } from '../../resources/status-list';
 import * as statusTables from './migrations/20261126_0008_status_lists';
+import * as statusAllocations from './migrations/20261126_0009_status_allocations';
 import { statusListRoutes } from './routes/status-lists';
 import { StatusListService, statusListStore } from './services/status-lists';
 
@@ -23,7 +24,10 @@ export const plugin: Hapi.Plugin<StatusOptions> = {
     dependencies: ['hallmark-core', 'hallmark-oauth2', 'hallmark-kms', 'hallmark-oid4vci'],
     register(server, rawOptions) {
         const options = pluginOptions('hallmark-status', statusOptionsSchema, rawOptions);
-        server.registerMigrations([{ name: '20261126_0008_status_lists', ...statusTables }]);
+        server.registerMigrations([
+            { name: '20261126_0008_status_lists', ...statusTables },
+            { name: '20261126_0009_status_allocations', ...statusAllocations }
+        ]);
         server.registerResource(defineStatusListKind(statusListStore));
         const lists = new StatusListService({ db: server.db, registry: server.registry, signing: server.signing, publicUrl: options.publicUrl });
         server.route(statusListRoutes(lists));

@@ -12,5 +12,20 @@ export class StatusListStateModel extends BaseModel {
     token!: string | null;
     tokenEtag!: string | null;
     tokenRefreshAt!: string | null;
+    entriesVersion!: number;
+    tokenVersion!: number | null;
+    createdAt!: string;
+}
+
+export class StatusAllocationModel extends BaseModel {
+    static override tableName = 'status_allocations';
+    static override idColumn = ['tenantId', 'listId', 'idx'];
+
+    tenantId!: string;
+    listId!: string;
+    idx!: number;
+    sessionId!: string | null;
+    credentialConfigurationId!: string;
+    subjectHash!: string | null;
     createdAt!: string;
 }

@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import { cborDecode, cborEncode, DataItem } from '@animo-id/mdoc';
 import { VerificationFailure } from './failures';
+import { statusReferenceOf, type StatusReference } from './status-list';
 import { verifyCertificateChain, type TrustAnchor } from './trust';
 
 /**
@@ -15,6 +16,8 @@ import { verifyCertificateChain, type TrustAnchor } from './trust';
  * - issuerAuth signature does not verify with the x5chain leaf → signature_invalid;
  * - MSO docType ≠ document docType → verification_error;
  * - MSO validity (validFrom / validUntil, with `skewSeconds`) does not cover now → verification_error;
+ * - an MSO `status.status_list` without an integer idx and an http(s) uri → verification_error (a well-formed one is
+ *   returned for the caller to check, lib/verify/status-list);
  * - a presented IssuerSignedItem whose digest differs from (or is absent in) the MSO valueDigests → signature_invalid
  *   (the item is not covered by the issuer signature: a tampered value is a bad credential signature);
  *   a digestID or element identifier presented twice in a namespace → verification_error;
@@ -71,6 +74,10 @@ export interface VerifiedMdocDocument {
     docType: string;
     /** `{namespace: {elementIdentifier: value}}` of the presented issuer-signed items. */
     claims: Record<string, Record<string, unknown>>;
+    /** The trust anchor the x5chain ended at (a status list token must end at the same one). */
+    issuerAnchor: TrustAnchor;
+    /** The MSO's `status.status_list`. */
+    statusReference?: StatusReference;
 }
 
 const COSE_ES256 = -7;
@@ -255,7 +262,7 @@ const verifyDocument = async (document: unknown, index: number, transcript: Uint
     // Issuer authentication: trust chain, then the COSE_Sign1 signature over the MSO.
     const issuerAuth = coseSign1(member(issuerSigned, 'issuerAuth'), `${what} issuerAuth`);
     requireEs256(issuerAuth, 'issuerAuth');
-    const { leafPublicKey } = await verifyCertificateChain(x5chainOf(issuerAuth), input.anchors, input.now);
+    const { leafPublicKey, anchor } = await verifyCertificateChain(x5chainOf(issuerAuth), input.anchors, input.now);
     if (!isP256(leafPublicKey)) {
         throw error('the issuer certificate key is not P-256');
     }
@@ -301,6 +308,7 @@ const verifyDocument = async (document: unknown, index: number, transcript: Uint
     if (!isMap(valueDigests)) {
         throw error('the MSO has no valueDigests');
     }
+    const statusReference = statusReferenceOf(member(mso, 'status'));
 
     // Issuer-signed items: each digest over IssuerSignedItemBytes (#6.24(bstr .cbor IssuerSignedItem)).
     const claims: Record<string, Record<string, unknown>> = {};
@@ -370,7 +378,7 @@ const verifyDocument = async (document: unknown, index: number, transcript: Uint
     if (!verifyEs256(toBeSigned(deviceSignature, deviceAuthenticationBytes), deviceSignature.signature, deviceKey)) {
         throw VerificationFailure.coded('signature_invalid', 'deviceSignature does not verify over DeviceAuthentication with this SessionTranscript');
     }
-    return { docType, claims };
+    return { docType, claims, issuerAnchor: anchor, ...(statusReference ? { statusReference } : {}) };
 };
 
 /** Verifies every document of a DeviceResponse; see the module comment for the checks and their failure codes. */

@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import { VerificationFailure } from './failures';
+import { statusReferenceOf, type StatusReference } from './status-list';
 import { verifyCertificateChain, type TrustAnchor } from './trust';
 
 /**
@@ -14,7 +15,7 @@ import { verifyCertificateChain, type TrustAnchor } from './trust';
  *   other than ES256 (HAIP), _sd_alg other than sha-256, credential expired / not yet valid / issued in the future
  *   (exp, nbf, iat with `skewSeconds`), a disclosure that is malformed, unreferenced, presented twice or referenced
  *   twice, a disclosed claim that already exists or must not be selectively disclosable (iss, nbf, exp, cnf, vct,
- *   vct#integrity, status) → verification_error;
+ *   vct#integrity, status), a status.status_list without an integer idx and an http(s) uri → verification_error;
  * - KB-JWT signature does not verify with cnf.jwk → signature_invalid;
  * - every other key binding problem (KB-JWT missing although cnf is present, KB-JWT without cnf, wrong typ/alg,
  *   nonce, aud, iat out of [now - kbMaxAge - skew, now + skew], sd_hash) → no code, message
@@ -45,6 +46,10 @@ export interface SdJwtPresentationResult {
     issuer?: string;
     /** A KB-JWT was presented and verified against cnf.jwk. */
     keyBound: boolean;
+    /** The trust anchor the issuer's x5c chain ended at (a status list token must end at the same one). */
+    issuerAnchor: TrustAnchor;
+    /** `status.status_list` of the payload; checking it is the caller's business (lib/verify/status-list). */
+    statusReference?: StatusReference;
 }
 
 export const SD_JWT_VC_TYPES = ['dc+sd-jwt', 'vc+sd-jwt'] as const;
@@ -287,7 +292,7 @@ const verify = async (input: SdJwtPresentationInput): Promise<SdJwtPresentationR
     if (!Array.isArray(header.x5c)) {
         throw error('x5c is not an array');
     }
-    const { leafPublicKey } = await verifyCertificateChain(header.x5c as string[], input.anchors, now);
+    const { leafPublicKey, anchor } = await verifyCertificateChain(header.x5c as string[], input.anchors, now);
     const payloadBytes = await verifySignature(issuerJwt, leafPublicKey, 'issuer JWT');
     let payload: unknown;
     try {
@@ -335,6 +340,7 @@ const verify = async (input: SdJwtPresentationInput): Promise<SdJwtPresentationR
     if (unused) {
         throw error(`${unused} disclosure(s) not referenced by the issuer-signed JWT`);
     }
+    const issued = { anchor, statusReference: statusReferenceOf(claims.status) };
 
     // Key binding.
     const cnf = payload.cnf;
@@ -346,7 +352,7 @@ const verify = async (input: SdJwtPresentationInput): Promise<SdJwtPresentationR
         if (expectedTransactionData) {
             throw VerificationFailure.presentation('transaction data hash mismatch', 'transaction data needs a KB-JWT');
         }
-        return result(claims, false);
+        return result(claims, false, issued);
     }
     if (!isObject(cnf) || !isObject(cnf.jwk)) {
         throw error('cnf has no jwk');
@@ -424,12 +430,14 @@ const verify = async (input: SdJwtPresentationInput): Promise<SdJwtPresentationR
             throw VerificationFailure.presentation('transaction data hash mismatch');
         }
     }
-    return result(claims, true);
+    return result(claims, true, issued);
 };
 
-const result = (claims: Record<string, unknown>, keyBound: boolean): SdJwtPresentationResult => ({
+const result = (claims: Record<string, unknown>, keyBound: boolean, issued: { anchor: TrustAnchor; statusReference: StatusReference | undefined }): SdJwtPresentationResult => ({
     claims,
     ...(typeof claims.vct === 'string' ? { vct: claims.vct } : {}),
     ...(typeof claims.iss === 'string' ? { issuer: claims.iss } : {}),
-    keyBound
+    keyBound,
+    issuerAnchor: issued.anchor,
+    ...(issued.statusReference ? { statusReference: issued.statusReference } : {})
 });

@@ -8,6 +8,7 @@ import { walletRoutes } from './routes/wallet';
 import { PresentationRequests } from './services/requests';
 import { PresentationResponses } from './services/responses';
 import { TrustAnchors } from './services/trust-anchors';
+import { StatusListChecker } from '../../lib/verify/status-list';
 
 /**
  * OpenID4VP verification with DCQL. Registers: the PresentationConfig and TrustList kinds; /api/verifier/config,
@@ -24,7 +25,7 @@ export const plugin: Hapi.Plugin<Oid4vpOptions> = {
         server.registerResource(trustListKind);
         server.registerResource(presentationConfigKind);
         const requests = new PresentationRequests({ publicUrl, outbound, registry, sessions, signing, log });
-        const responses = new PresentationResponses({ outbound, sessions, trust: new TrustAnchors({ registry }), log });
+        const responses = new PresentationResponses({ outbound, sessions, trust: new TrustAnchors({ registry }), status: new StatusListChecker({ outbound }), log });
         server.route([...managementRoutes(requests), ...walletRoutes({ sessions, requests, responses })]);
     }
 };

@@ -136,7 +136,8 @@ describe('lib/verify/mdoc verifyMdocPresentation()', () => {
         const documents = await verifyMdocPresentation(input(token));
         expect(documents).to.equal([{
             docType: DOCTYPE,
-            claims: { [NS]: { family_name: 'Mustermann', birth_date: '1964-08-12', portrait: Buffer.from([1, 2, 3, 4]).toString('base64url') } }
+            claims: { [NS]: { family_name: 'Mustermann', birth_date: '1964-08-12', portrait: Buffer.from([1, 2, 3, 4]).toString('base64url') } },
+            issuerAnchor: anchorOf(root)
         }]);
     });
 

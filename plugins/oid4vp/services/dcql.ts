@@ -1,6 +1,7 @@
 import { DcqlPresentationResult, DcqlQuery } from 'dcql';
 import type { FailureCode } from '../../../lib/verify/failures';
 import { valuesAt } from '../../../lib/claim-path';
+import type { CheckedStatus } from '../../../lib/verify/status-list';
 
 /** One verified presentation: its query, its disclosed claims (mdoc: `{namespace: {element: value}}`). */
 export interface PresentedCredential {
@@ -12,6 +13,8 @@ export interface PresentedCredential {
     /** The presentation as the wallet sent it (for webhooks that asked for raw tokens). */
     raw: string;
     keyBound?: boolean;
+    /** Its status list entry: valid, or unknown (best_effort, list unavailable); absent when not checked. */
+    status?: CheckedStatus;
 }
 
 type Path = Array<string | number | null>;

@@ -10,7 +10,7 @@ import type { LiveSession, SessionService } from '../../sessions/services/sessio
 import type { WebhookTarget } from '../../../lib/webhooks';
 import { keyChainKind } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type PresentationConfig } from '../../../resources/presentation-config';
+import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type PresentationConfig, type StatusCheckMode } from '../../../resources/presentation-config';
 import { checkTransactionDataCredentialIds, transactionDataEntrySchema, type TransactionData } from '../../../resources/presentation/transaction-data';
 import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
@@ -65,6 +65,8 @@ export interface PresentationData {
     encryptionKey: { privateJwk: Jose.JWK; publicJwk: Jose.JWK };
     accessKeyChainId: string;
     skewSeconds: number;
+    /** The configuration's statusCheckMode when the request was made; absent in sessions made before it was kept: strict. */
+    statusCheckMode?: StatusCheckMode;
     /** Where the result goes, resolved when the request was made (spec 6.2): the inline webhook, else the endpoint's. */
     webhook?: InlineWebhook;
     redirectUri?: string;
@@ -149,6 +151,7 @@ export class PresentationRequests {
             },
             accessKeyChainId,
             skewSeconds: request.skewSeconds ?? config.skewSeconds ?? 60,
+            statusCheckMode: config.statusCheckMode ?? 'strict',
             ...(webhook ? { webhook } : {}),
             ...(request.redirectUri ?? config.redirectUri ? { redirectUri: request.redirectUri ?? config.redirectUri ?? undefined } : {})
         };

@@ -8,6 +8,8 @@ import type { LiveSession, Session, SessionPatch, SessionService } from '../../s
 import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
 import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
 import { verifySdJwtPresentation } from '../../../lib/verify/sd-jwt-vc';
+import type { CheckedStatus, StatusListChecker, StatusReference } from '../../../lib/verify/status-list';
+import type { TrustAnchor } from '../../../lib/verify/trust';
 import { deliverWebhook } from '../../../lib/webhooks';
 import { matchDcql, type PresentedCredential } from './dcql';
 import type { PresentationData } from './requests';
@@ -18,11 +20,17 @@ export interface WalletAnswer {
     body: Record<string, unknown>;
 }
 
+/**
+ * An entry of `outcome.credentials` (spec 2.7). `status` (contract "Token status lists", Verification) is present
+ * when a presented credential of the query carries a status list reference and statusCheckMode is not disabled:
+ * "valid" when every checked entry is valid, "unknown" when a list could not be checked in best_effort mode.
+ */
 interface CredentialOutcome {
     id: string;
     format: string;
     docType?: string;
     verified: boolean;
+    status?: CheckedStatus;
     error?: string;
     message?: string;
 }
@@ -46,7 +54,7 @@ const b64urlSha256 = (value: string) => Crypto.createHash('sha256').update(value
  * records the outcome together, so exactly one response is recorded and a session is never claimed without one.
  */
 export class PresentationResponses {
-    constructor(private readonly deps: { outbound: OutboundPolicy; sessions: SessionService; trust: TrustAnchors; log: Logger }) {}
+    constructor(private readonly deps: { outbound: OutboundPolicy; sessions: SessionService; trust: TrustAnchors; status: StatusListChecker; log: Logger }) {}
 
     async receive(session: LiveSession<'presentation'>, form: Record<string, unknown>): Promise<WalletAnswer> {
         const { data } = session;
@@ -159,7 +167,8 @@ export class PresentationResponses {
                     if (query.format === 'mso_mdoc') {
                         const documents = await verifyMdocPresentation({ deviceResponse: token, clientId: data.clientId, nonce: data.nonce, responseUri: data.responseUri, jwkThumbprint, now, skewSeconds: data.skewSeconds, anchors });
                         for (const document of documents) {
-                            presented.push({ queryId, format: 'mso_mdoc', docType: document.docType, claims: document.claims, raw: token });
+                            const status = await this.checkStatus(session, data, queryId, document.issuerAnchor, document.statusReference, now);
+                            presented.push({ queryId, format: 'mso_mdoc', docType: document.docType, claims: document.claims, raw: token, ...(status ? { status } : {}) });
                         }
                     }
                     else {
@@ -172,7 +181,8 @@ export class PresentationResponses {
                         if (!result.keyBound && (query as { require_cryptographic_holder_binding?: boolean }).require_cryptographic_holder_binding !== false) {
                             throw VerificationFailure.presentation('invalid key binding (the credential is not bound to a holder key)');
                         }
-                        presented.push({ queryId, format: 'dc+sd-jwt', vct: result.vct, claims: result.claims, raw: token, keyBound: result.keyBound });
+                        const status = await this.checkStatus(session, data, queryId, result.issuerAnchor, result.statusReference, now);
+                        presented.push({ queryId, format: 'dc+sd-jwt', vct: result.vct, claims: result.claims, raw: token, keyBound: result.keyBound, ...(status ? { status } : {}) });
                     }
                 }
                 catch (err) {
@@ -191,6 +201,22 @@ export class PresentationResponses {
         return presented;
     }
 
+    /**
+     * The status list check of one verified credential under the session's statusCheckMode (strict when the session
+     * predates it). Only a credential that passed every other check gets here, so a list is fetched only for the
+     * URI of an issuer the verifier trusts.
+     */
+    private async checkStatus(session: Session<'presentation'>, data: PresentationData, queryId: string, anchor: TrustAnchor, reference: StatusReference | undefined, now: Date): Promise<CheckedStatus | undefined> {
+        if (!reference) {
+            return undefined;
+        }
+        const checked = await this.deps.status.check({ reference, anchor, mode: data.statusCheckMode ?? 'strict', now, skewSeconds: data.skewSeconds });
+        if (checked?.detail) {
+            this.deps.log.warn({ sessionId: session.id, credentialQuery: queryId, detail: checked.detail }, 'status list unavailable; credential accepted with status unknown (best_effort)');
+        }
+        return checked?.status;
+    }
+
     private async succeed(session: Session<'presentation'>, data: PresentationData, presented: PresentedCredential[]): Promise<WalletAnswer> {
         const responseCode = Crypto.randomBytes(24).toString('base64url');
         const queryIds = [...new Set(presented.map((p) => p.queryId))];
@@ -198,8 +224,10 @@ export class PresentationResponses {
         const outcome = {
             result: 'success',
             credentials: queryIds.map((id) => {
-                const first = presented.find((p) => p.queryId === id)!;
-                return { id, format: first.format, ...(first.docType ? { docType: first.docType } : {}), verified: true };
+                const ofQuery = presented.filter((p) => p.queryId === id);
+                const first = ofQuery[0]!;
+                const status = ofQuery.some((p) => p.status === 'unknown') ? 'unknown' : ofQuery.some((p) => p.status === 'valid') ? 'valid' : undefined;
+                return { id, format: first.format, ...(first.docType ? { docType: first.docType } : {}), verified: true, ...(status ? { status } : {}) } satisfies CredentialOutcome;
             })
         };
         const rawTokens = Object.fromEntries(queryIds.map((id) => [id, presented.filter((p) => p.queryId === id).map((p) => p.raw)]));

@@ -151,6 +151,8 @@ for (const dialect of DIALECTS) {
                 { id: 'pid-direct', dcql_query: trustedBy({ verifierX509Der: rootDer }) },
                 { id: 'pid-redirect', dcql_query: PID_QUERY, redirectUri: REDIRECT },
                 { id: 'pid-short', dcql_query: PID_QUERY, lifeTime: 1 },
+                // No status list server here: the status list check has its own tests (test/plugins/oid4vp-status.ts).
+                { id: 'pid-no-status-check', dcql_query: PID_QUERY, statusCheckMode: 'disabled' },
                 { id: 'pid-hooked', dcql_query: PID_QUERY, webhookEndpointId: 'hook' },
                 { id: 'pid-tx', dcql_query: PID_QUERY, transaction_data: [PAYMENT] },
                 { id: 'mdl', dcql_query: MDL_QUERY },
@@ -983,7 +985,7 @@ for (const dialect of DIALECTS) {
                 claims: { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12', age_over_18: true }, fields: PID_FIELDS,
                 holderJwk: holderKey.publicJwk, status: { status_list: { idx: 7, uri: 'https://status.example/lists/1' } }
             });
-            const { session, request, tag } = await start('pid');
+            const { session, request, tag } = await start('pid-no-status-check');
             const answer = await present(request, pid(undefined, withStatus));
             expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
             const stored = await sessionOf(session);

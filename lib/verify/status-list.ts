@@ -1,8 +1,7 @@
 import Crypto from 'node:crypto';
 import Zlib from 'node:zlib';
-import { DataItem } from '@animo-id/mdoc';
 import type { StatusCheckMode } from '../../resources/presentation-config';
-import { outboundRequest, type OutboundPolicy, type OutboundRequest, type OutboundResponse } from '../outbound';
+import { outboundRequest, type OutboundPolicy, type OutboundResponse } from '../outbound';
 import { FAILURE_MESSAGES, VerificationFailure } from './failures';
 import { verifyCertificateChain, type TrustAnchor } from './trust';
 
@@ -64,15 +63,19 @@ export class StatusListUnavailable extends Error {
 
 const unavailable = (detail: string) => new StatusListUnavailable(detail);
 
-const member = (container: unknown, key: string): unknown => {
-    const value = container instanceof DataItem ? container.data : container;
-    if (value instanceof Map) {
-        return value.get(key);
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** A member of a JSON object or of a CBOR map (an MSO decodes maps to Map). */
+const member = (container: unknown, key: string): unknown =>
+    container instanceof Map ? container.get(key) : isObject(container) ? container[key] : undefined;
+
+const isHttpUrl = (value: unknown): boolean => {
+    try {
+        return ['http:', 'https:'].includes(new URL(value as string).protocol);
     }
-    if (value && typeof value === 'object' && !Array.isArray(value) && !(value instanceof Uint8Array)) {
-        return (value as Record<string, unknown>)[key];
+    catch {
+        return false;
     }
-    return undefined;
 };
 
 /**
@@ -84,29 +87,22 @@ export const statusReferenceOf = (status: unknown): StatusReference | undefined 
     if (status === undefined) {
         return undefined;
     }
-    if (member(status, 'status_list') === undefined) {
-        if (status === null || typeof status !== 'object' || Array.isArray(status)) {
-            throw VerificationFailure.coded('verification_error', 'the credential status is not an object');
-        }
-        return undefined;
+    if (!(status instanceof Map) && !isObject(status)) {
+        throw VerificationFailure.coded('verification_error', 'the credential status is not an object');
     }
     const list = member(status, 'status_list');
-    const rawIdx = member(list, 'idx');
-    const idx = typeof rawIdx === 'bigint' && rawIdx <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(rawIdx) : rawIdx;
+    if (list === undefined) {
+        return undefined;
+    }
+    const idx = member(list, 'idx');
     const uri = member(list, 'uri');
-    if (typeof idx !== 'number' || !Number.isSafeInteger(idx) || idx < 0) {
+    if (!Number.isSafeInteger(idx) || (idx as number) < 0) {
         throw VerificationFailure.coded('verification_error', 'status.status_list.idx is not a non-negative integer');
     }
-    if (typeof uri !== 'string' || !/^https?:\/\//i.test(uri)) {
+    if (typeof uri !== 'string' || !isHttpUrl(uri)) {
         throw VerificationFailure.coded('verification_error', 'status.status_list.uri is not an http(s) URI');
     }
-    try {
-        new URL(uri);
-    }
-    catch {
-        throw VerificationFailure.coded('verification_error', 'status.status_list.uri is not a URI');
-    }
-    return { idx, uri };
+    return { idx: idx as number, uri };
 };
 
 interface VerifiedList {
@@ -115,8 +111,6 @@ interface VerifiedList {
     /** Milliseconds since the epoch until which the list may be used without fetching it again. */
     until: number;
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 const jsonPart = (part: string, what: string): Record<string, unknown> => {
     if (!/^[A-Za-z0-9_-]+$/.test(part)) {
@@ -141,7 +135,7 @@ const numericDate = (payload: Record<string, unknown>, claim: string, required: 
         return undefined;
     }
     if (typeof value !== 'number' || !Number.isFinite(value)) {
-        throw unavailable(`the status list token ${claim} is ${value === undefined ? 'missing' : 'not a number'}`);
+        throw unavailable(`the status list token ${claim} is missing or not a number`);
     }
     return value;
 };
@@ -152,10 +146,11 @@ const numericDate = (payload: Record<string, unknown>, claim: string, required: 
  */
 export const verifyStatusListToken = async (token: string, reference: StatusReference, anchor: TrustAnchor, now: Date, skewSeconds: number): Promise<VerifiedList> => {
     const parts = token.split('.');
-    if (parts.length !== 3 || !parts[0] || !parts[1] || !parts[2]) {
+    if (parts.length !== 3) {
         throw unavailable('the status list token is not a compact JWS');
     }
-    const header = jsonPart(parts[0], 'header');
+    const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];
+    const header = jsonPart(encodedHeader, 'header');
     if (header.typ !== TYP) {
         throw unavailable(`the status list token typ is ${String(header.typ)}, not ${TYP}`);
     }
@@ -171,21 +166,17 @@ export const verifyStatusListToken = async (token: string, reference: StatusRefe
     }
     catch (error) {
         const failure = error as VerificationFailure;
-        throw unavailable(`the status list token signer does not chain to the credential issuer's anchor (${failure.code ?? 'error'}: ${failure.detail ?? failure.message})`);
+        throw unavailable(`the status list token signer does not chain to the credential issuer's anchor (${failure.code}: ${failure.detail})`);
     }
-    const signature = Buffer.from(parts[2], 'base64url');
-    let signed = false;
-    try {
-        signed = signature.length === 64 && Crypto.verify('sha256', Buffer.from(`${parts[0]}.${parts[1]}`, 'ascii'), { key: leafPublicKey, dsaEncoding: 'ieee-p1363' }, signature);
+    if (leafPublicKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
+        throw unavailable('the status list token signer key is not P-256');
     }
-    catch {
-        signed = false;
-    }
-    if (!signed) {
+    const signature = Buffer.from(encodedSignature, 'base64url');
+    if (signature.length !== 64 || !Crypto.verify('sha256', Buffer.from(`${encodedHeader}.${encodedPayload}`, 'ascii'), { key: leafPublicKey, dsaEncoding: 'ieee-p1363' }, signature)) {
         throw unavailable('the status list token signature does not verify with its x5c leaf');
     }
 
-    const payload = jsonPart(parts[1], 'payload');
+    const payload = jsonPart(encodedPayload, 'payload');
     if (payload.sub !== reference.uri) {
         throw unavailable('the status list token sub is not the uri the credential names');
     }
@@ -211,7 +202,7 @@ export const verifyStatusListToken = async (token: string, reference: StatusRefe
         entries = Zlib.inflateSync(Buffer.from(statusList.lst, 'base64url'), { maxOutputLength: MAX_LIST_BYTES });
     }
     catch (error) {
-        throw unavailable(`the status list lst does not inflate (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+        throw unavailable(`the status list lst does not inflate (${(error as Error).message})`);
     }
     const bits = statusList.bits as number;
     const ends = [exp, ttl === undefined ? undefined : iat + ttl].filter((t): t is number => t !== undefined);
@@ -244,8 +235,6 @@ export const meaningOf = (value: number, bits: number): StatusMeaning => {
 
 export interface StatusListCheckerOptions {
     outbound: OutboundPolicy;
-    /** How the token is fetched; default: outboundRequest under `outbound`. */
-    fetch?: (url: string, request: OutboundRequest) => Promise<OutboundResponse>;
     maxEntries?: number;
     maxBytes?: number;
 }
@@ -254,7 +243,8 @@ export interface StatusCheckInput {
     reference: StatusReference;
     /** The anchor the credential's own chain ended at; the list's signer must end at the same one. */
     anchor: TrustAnchor;
-    mode: StatusCheckMode;
+    /** Default strict. */
+    mode?: StatusCheckMode;
     now: Date;
     skewSeconds: number;
 }
@@ -270,12 +260,10 @@ export class StatusListChecker {
     private readonly lists = new Map<string, VerifiedList>();
     private readonly pending = new Map<string, Promise<VerifiedList>>();
     private bytes = 0;
-    private readonly fetch: (url: string, request: OutboundRequest) => Promise<OutboundResponse>;
     private readonly maxEntries: number;
     private readonly maxBytes: number;
 
-    constructor(options: StatusListCheckerOptions) {
-        this.fetch = options.fetch ?? ((url, request) => outboundRequest(options.outbound, url, request));
+    constructor(private readonly options: StatusListCheckerOptions) {
         this.maxEntries = options.maxEntries ?? CACHE_MAX_ENTRIES;
         this.maxBytes = options.maxBytes ?? CACHE_MAX_BYTES;
     }
@@ -298,7 +286,8 @@ export class StatusListChecker {
             bits = list.bits;
         }
         catch (error) {
-            const detail = error instanceof StatusListUnavailable ? error.message : `status list check failed: ${(error as Error)?.message ?? String(error)}`;
+            // StatusListUnavailable, and anything unforeseen: either way the list could not be used.
+            const detail = (error as Error).message;
             if (input.mode === 'best_effort') {
                 return { status: 'unknown', detail };
             }
@@ -340,7 +329,7 @@ export class StatusListChecker {
     private async load(input: StatusCheckInput): Promise<VerifiedList> {
         let response: OutboundResponse;
         try {
-            response = await this.fetch(input.reference.uri, { method: 'GET', headers: { accept: STATUS_LIST_MEDIA_TYPE }, timeoutMs: FETCH_TIMEOUT_MS, maxResponseBytes: MAX_TOKEN_BYTES });
+            response = await outboundRequest(this.options.outbound, input.reference.uri, { method: 'GET', headers: { accept: STATUS_LIST_MEDIA_TYPE }, timeoutMs: FETCH_TIMEOUT_MS, maxResponseBytes: MAX_TOKEN_BYTES });
         }
         catch (error) {
             throw unavailable(`the status list could not be fetched (${(error as Error).message})`);

@@ -1,8 +1,10 @@
+import Crypto from 'node:crypto';
 import Zlib from 'node:zlib';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
+import * as X509 from '@peculiar/x509';
 import * as Jose from 'jose';
-import { StatusListChecker } from '../../lib/verify/status-list';
+import { entryOf, meaningOf, StatusListChecker, StatusListUnavailable, statusReferenceOf, verifyStatusListToken } from '../../lib/verify/status-list';
 import type { TrustAnchor } from '../../lib/verify/trust';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
@@ -413,5 +415,131 @@ describe('lib/verify/status-list StatusListChecker', () => {
         await check(checker, lists.uri('cap-b'), VALID_IDX, 'strict');
         await check(checker, lists.uri('cap-a'), VALID_IDX, 'strict');
         expect([lists.requests('cap-a').length, lists.requests('cap-b').length, lists.requests('cap-c').length]).to.equal([2, 1, 1]);
+    });
+
+    it('reads and forgets cached lists by time: a list past iat + ttl is fetched again', async () => {
+        lists.serve('aging', { token: (uri) => statusListToken({ bits: 2, values: TWO_BIT_VALUES, chain: [pki.signer], sub: uri, ttl: 600 }) });
+        const checker = new StatusListChecker({ outbound: open });
+        const at = (seconds: number) => checker.check({ reference: { idx: VALID_IDX, uri: lists.uri('aging') }, anchor, mode: 'strict', now: new Date(Date.now() + seconds * 1000), skewSeconds: 60 });
+        expect(await at(0)).to.equal({ status: 'valid' });
+        expect(await at(300)).to.equal({ status: 'valid' });
+        expect(lists.requests('aging')).to.have.length(1);
+        expect(await at(700)).to.equal({ status: 'valid' });
+        expect(lists.requests('aging')).to.have.length(2);
+    });
+
+    it('checks started together share one fetch', async () => {
+        lists.serve('together', { token: (uri) => statusListToken({ bits: 2, values: TWO_BIT_VALUES, chain: [pki.signer], sub: uri }) });
+        const checker = new StatusListChecker({ outbound: open });
+        const results = await Promise.all([check(checker, lists.uri('together'), VALID_IDX, 'strict'), check(checker, lists.uri('together'), VALID_IDX, 'best_effort')]);
+        expect(results).to.equal([{ status: 'valid' }, { status: 'valid' }]);
+        expect(lists.requests('together')).to.have.length(1);
+    });
+
+    it('keeps lists within maxBytes: a list larger than the bound is not kept, and older ones make room', async () => {
+        for (const id of ['big', 'room-a', 'room-b']) {
+            lists.serve(id, { token: (uri) => statusListToken({ bits: 2, values: TWO_BIT_VALUES, size: 128, chain: [pki.signer], sub: uri }) });
+        }
+        const small = new StatusListChecker({ outbound: open, maxBytes: 20 });
+        await check(small, lists.uri('big'), VALID_IDX, 'strict');
+        await check(small, lists.uri('big'), VALID_IDX, 'strict');
+        expect(lists.requests('big')).to.have.length(2);
+        const two = new StatusListChecker({ outbound: open, maxBytes: 40 });
+        for (const id of ['room-a', 'room-b', 'room-b', 'room-a']) {
+            await check(two, lists.uri(id), VALID_IDX, 'strict');
+        }
+        expect([lists.requests('room-a').length, lists.requests('room-b').length]).to.equal([2, 1]);
+    });
+
+    it('statusReferenceOf: none, another mechanism, JSON and CBOR references; malformed ones are verification_error', () => {
+        const uri = 'https://lists.example/1';
+        expect(statusReferenceOf(undefined)).to.be.undefined();
+        expect(statusReferenceOf({ identifier_list: {} })).to.be.undefined();
+        expect(statusReferenceOf(new Map([['other', 1]]))).to.be.undefined();
+        expect(statusReferenceOf({ status_list: { idx: 0, uri } })).to.equal({ idx: 0, uri });
+        expect(statusReferenceOf(mdocStatus({ idx: 12, uri }))).to.equal({ idx: 12, uri });
+        for (const bad of [null, 'revoked', [1], { status_list: 'x' }, { status_list: { idx: 2 ** 53, uri } }, { status_list: { idx: '1', uri } }, { status_list: { idx: 1, uri: 'http://' } }, { status_list: { idx: 1, uri: 7 } }]) {
+            expect(() => statusReferenceOf(bad), JSON.stringify(bad)).to.throw(MALFORMED);
+        }
+    });
+
+    it('entryOf reads entries least significant bits first; meaningOf follows the contract', () => {
+        expect([0, 1].map((i) => entryOf({ bits: 4, entries: Buffer.from([0x21]) }, i))).to.equal([1, 2]);
+        expect([0, 1, 2, 3, 4, 5, 6, 7].map((i) => entryOf({ bits: 1, entries: Buffer.from([0xb9]) }, i))).to.equal([1, 0, 0, 1, 1, 1, 0, 1]);
+        expect(entryOf({ bits: 8, entries: Buffer.from([0, 0xff]) }, 1)).to.equal(255);
+        expect(() => entryOf({ bits: 2, entries: Buffer.from([0]) }, 4)).to.throw(StatusListUnavailable, /beyond/);
+        expect([[0, 1], [1, 1], [0, 2], [1, 2], [2, 2], [3, 2], [255, 8]].map(([value, bits]) => meaningOf(value!, bits!))).to.equal(['valid', 'revoked', 'valid', 'suspended', 'revoked', 'other', 'other']);
+    });
+
+    describe('verifyStatusListToken', () => {
+        const uri = 'https://lists.example/7';
+        const reference = { idx: 0, uri };
+        const now = Math.floor(Date.now() / 1000);
+        const lst = Zlib.deflateSync(Buffer.from([0x04])).toString('base64url');
+        const x5c = () => [Buffer.from(pki.signer.cert.rawData).toString('base64')];
+        const sign = (payload: Record<string, unknown>, header: Record<string, unknown> = {}, key = pki.signer.privateKey) =>
+            new Jose.SignJWT(payload).setProtectedHeader({ alg: 'ES256', typ: 'statuslist+jwt', x5c: x5c(), ...header } as Jose.JWTHeaderParameters).sign(key);
+        const claims = (extra: Record<string, unknown> = {}) => ({ sub: uri, iat: now, exp: now + 3600, ttl: 600, status_list: { bits: 1, lst }, ...extra });
+        const refused = async (token: string, reason: string) => {
+            const error = await expect(verifyStatusListToken(token, reference, anchor, new Date(), 60)).to.reject(StatusListUnavailable);
+            expect(error.message).to.contain(reason);
+        };
+        const part = (value: string) => Buffer.from(value).toString('base64url');
+        /** A JWS signed by hand with the list signer's key, whatever its header says. */
+        const rawSign = (header: Record<string, unknown>, payload: unknown) => {
+            const input = `${part(JSON.stringify(header))}.${part(typeof payload === 'string' ? payload : JSON.stringify(payload))}`;
+            return `${input}.${Crypto.sign('sha256', Buffer.from(input), { key: pki.signer.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
+        };
+
+        it('answers bits, the inflated entries, and min(exp, iat + ttl) as the cache end', async () => {
+            expect(await verifyStatusListToken(await sign(claims()), reference, anchor, new Date(), 60)).to.equal({ bits: 1, entries: Buffer.from([0x04]), until: (now + 600) * 1000 });
+            expect((await verifyStatusListToken(await sign(claims({ exp: now + 60 })), reference, anchor, new Date(), 60)).until).to.equal((now + 60) * 1000);
+        });
+
+        it('refuses malformed tokens and headers', async () => {
+            const good = await sign(claims());
+            const [h, p, sig] = good.split('.');
+            await refused('a.b', 'not a compact JWS');
+            await refused(`!!.${p}.${sig}`, 'header is not base64url');
+            await refused(`${part('not json')}.${p}.${sig}`, 'header is not JSON');
+            await refused(`${part('[1]')}.${p}.${sig}`, 'header is not a JSON object');
+            await refused(`${h}.${p}.${sig!.slice(0, 40)}`, 'signature does not verify');
+            await refused(`${h}.${part('{"sub":1}')}.${sig}`, 'signature does not verify');
+            await refused(rawSign({ alg: 'ES384', typ: 'statuslist+jwt', x5c: x5c() }, claims()), 'alg is ES384');
+            await refused(await sign(claims(), { x5c: undefined }), 'no x5c');
+            await refused(await sign(claims(), { x5c: [] }), 'no x5c');
+        });
+
+        it('refuses a signer whose key is not P-256, even under the right anchor', async () => {
+            const keys = await Crypto.webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, true, ['sign', 'verify']) as Crypto.webcrypto.CryptoKeyPair;
+            const cert = await X509.X509CertificateGenerator.create({
+                serialNumber: '0a1b', subject: 'C=DE, CN=P-384 list signer', issuer: pki.root.cert.subject, notBefore: new Date(Date.now() - 86_400_000), notAfter: new Date(Date.now() + 86_400_000),
+                signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' }, publicKey: keys.publicKey as never, signingKey: pki.root.keys.privateKey as never,
+                extensions: [new X509.BasicConstraintsExtension(false, undefined, true)]
+            });
+            const token = await sign(claims(), { x5c: [Buffer.from(cert.rawData).toString('base64')] });
+            await refused(token, 'not P-256');
+        });
+
+        it('refuses payloads that break the claims rules', async () => {
+            await refused(await sign(claims({ sub: 'https://lists.example/8' })), 'sub is not the uri');
+            await refused(await sign(claims({ iat: 'now' })), 'iat is missing or not a number');
+            await refused(await sign(claims({ exp: '1' })), 'exp is missing or not a number');
+            // JSON.parse reads 1e400 as Infinity.
+            await refused(rawSign({ alg: 'ES256', typ: 'statuslist+jwt', x5c: x5c() }, JSON.stringify(claims()).replace(/"exp":\d+/, '"exp":1e400')), 'exp is missing or not a number');
+            await refused(await sign(claims({ ttl: -1 })), 'ttl is negative');
+            await refused(await sign(claims({ exp: now - 3600 })), 'expired');
+            await refused(await sign(claims({ status_list: undefined })), 'status_list');
+            await refused(await sign(claims({ status_list: { bits: 16, lst } })), 'status_list');
+            await refused(await sign(claims({ status_list: { bits: 1, lst: 5 } })), 'status_list');
+            await refused(await sign(claims({ status_list: { bits: 1, lst: 'a+b/' } })), 'status_list');
+            await refused(await sign(claims({ status_list: { bits: 1, lst: 'AAAA' } })), 'does not inflate');
+            // Within the clock skew the token is still good.
+            await verifyStatusListToken(await sign(claims({ exp: now - 30, iat: now + 30 })), reference, anchor, new Date(), 60);
+        });
+
+        it('a payload that is not a JSON object is refused after the signature check', async () => {
+            await refused(rawSign({ alg: 'ES256', typ: 'statuslist+jwt', x5c: x5c() }, [1, 2]), 'payload is not a JSON object');
+        });
     });
 });

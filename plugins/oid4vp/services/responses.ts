@@ -210,7 +210,7 @@ export class PresentationResponses {
         if (!reference) {
             return undefined;
         }
-        const checked = await this.deps.status.check({ reference, anchor, mode: data.statusCheckMode ?? 'strict', now, skewSeconds: data.skewSeconds });
+        const checked = await this.deps.status.check({ reference, anchor, mode: data.statusCheckMode, now, skewSeconds: data.skewSeconds });
         if (checked?.detail) {
             this.deps.log.warn({ sessionId: session.id, credentialQuery: queryId, detail: checked.detail }, 'status list unavailable; credential accepted with status unknown (best_effort)');
         }

@@ -163,7 +163,8 @@ export class ClientAttestationVerifier {
 
         let leafPublicKey: Crypto.KeyObject;
         try {
-            const anchors = (await this.deps.trust.forQuery(tenantId, undefined)).filter((a) => a.serviceType === 'wallet-provider');
+            // Every anchor of the tenant goes in, so a chain to another entry is told apart from one to none.
+            const anchors = await this.deps.trust.forQuery(tenantId, undefined);
             ({ leafPublicKey } = await verifyCertificateChain(header.x5c as string[] | undefined, anchors, new Date(now * 1000), { serviceTypes: ['wallet-provider'], anchorExcluded: true }));
         }
         catch (err) {

@@ -1,11 +1,13 @@
 import Crypto from 'node:crypto';
+import Http from 'node:http';
+import type Hapi from '@hapi/hapi';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { clientAuthenticationClientAttestationJwt, createClientAttestationJwt, setGlobalConfig, type Jwk, type JwtSigner } from '@openid4vc/oauth2';
 import * as Jose from 'jose';
 import { OAuthError } from '../../lib/errors';
 import { TrustAnchors } from '../../plugins/oid4vp/services/trust-anchors';
-import { ClientAttestationVerifier, hasClientAttestation, type ClientAttestationInput } from '../../plugins/oid4vci/services/client-attestation';
+import { ClientAttestationVerifier, clientAttestationMetadata, hasClientAttestation, type ClientAttestationInput } from '../../plugins/oid4vci/services/client-attestation';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { party, type Party } from '../helpers/pki';
@@ -42,6 +44,36 @@ const signRaw = (header: Record<string, unknown>, payload: unknown, key: Crypto.
     const signature = Crypto.sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
     return `${input}.${signature.toString('base64url')}`;
 };
+
+/**
+ * A wallet-facing route that authenticates its client by attestation, as PAR and token will: it shows what the
+ * verifier's answers look like on the wire (the protocol error shape, the challenge header).
+ */
+const probe: Hapi.Plugin<void> = {
+    name: 'client-attestation-probe',
+    dependencies: ['hallmark-oid4vci'],
+    register(server) {
+        server.route({
+            method: 'POST',
+            path: '/probe/{tenant}/client-auth',
+            options: { auth: false, app: { protocol: true }, description: 'Test probe' },
+            handler: (request) => server.plugins['hallmark-oid4vci'].clientAttestation.authenticate({
+                tenantId: request.params.tenant as string,
+                headers: request.headers,
+                issuer: `http://hallmark.test/issuers/${request.params.tenant as string}`
+            })
+        });
+    }
+};
+
+/** A POST over a real socket, so a header can be sent twice. */
+const post = (port: number, path: string, headers: Record<string, string | string[]>) => new Promise<{ status: number; body: any; headers: Http.IncomingHttpHeaders }>((resolve, reject) => {
+    const req = Http.request({ host: '127.0.0.1', port, path, method: 'POST', headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk)).on('end', () => resolve({ status: res.statusCode!, body: body ? JSON.parse(body) : undefined, headers: res.headers }));
+    });
+    req.on('error', reject).end();
+});
 
 for (const dialect of DIALECTS) {
     describe(`OID4VCI wallet attestation, attestation-based client authentication (${dialect})`, () => {
@@ -96,7 +128,7 @@ for (const dialect of DIALECTS) {
         const popRows = async (tenantId: string) => (await t.server.db.knex('single_use_values').where({ tenantId }).where('key', 'like', 'client-attestation-pop:%')).length;
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-oid4vp', 'hallmark-kms-db', 'hallmark-tenancy') });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-oid4vci', 'hallmark-oid4vp', 'hallmark-kms-db', 'hallmark-tenancy', { plugin: probe }), listen: true });
             verifier = t.server.plugins['hallmark-oid4vci'].clientAttestation;
             walletRoot = await party('Wallet Provider Root', null, { ca: true });
             walletIntermediate = await party('Wallet Provider Intermediate', walletRoot, { ca: true });
@@ -167,6 +199,34 @@ for (const dialect of DIALECTS) {
             const result = await verifier.authenticate({ tenantId: 'acme', issuer: ISSUER, headers: requestHeaders, clientId: CLIENT_ID });
             expect(result.clientId).to.equal(CLIENT_ID);
             expect(result.cnfJkt).to.equal(await Jose.calculateJwkThumbprint(wallet.publicJwk));
+        });
+
+        describe('on the wire', () => {
+            it('answers a protocol error: 400 invalid_client, or use_attestation_challenge with a fresh challenge header', async () => {
+                const port = t.server.info.port as number;
+                const ok = await post(port, '/probe/acme/client-auth', { 'OAuth-Client-Attestation': attestation(), 'OAuth-Client-Attestation-PoP': pop() });
+                expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
+                expect(ok.body.clientId).to.equal(CLIENT_ID);
+
+                const missing = await post(port, '/probe/acme/client-auth', { 'OAuth-Client-Attestation-PoP': pop() });
+                expect(missing.status).to.equal(400);
+                expect(missing.body).to.equal({ error: 'invalid_client', error_description: 'The OAuth-Client-Attestation header is required' });
+
+                // Sent twice, a header arrives joined: not one attestation.
+                const twice = await post(port, '/probe/acme/client-auth', { 'OAuth-Client-Attestation': [attestation(), attestation()], 'OAuth-Client-Attestation-PoP': pop() });
+                expect(twice.status).to.equal(400);
+                expect(twice.body).to.equal({ error: 'invalid_client', error_description: 'Exactly one OAuth-Client-Attestation header is allowed' });
+                const twicePop = await post(port, '/probe/acme/client-auth', { 'OAuth-Client-Attestation': attestation(), 'OAuth-Client-Attestation-PoP': [pop(), pop()] });
+                expect(twicePop.body.error_description).to.equal('Exactly one OAuth-Client-Attestation-PoP header is allowed');
+
+                const stale = await post(port, '/probe/acme/client-auth', { 'OAuth-Client-Attestation': attestation(), 'OAuth-Client-Attestation-PoP': pop({ claims: { challenge: Crypto.randomBytes(24).toString('base64url') } }) });
+                expect(stale.status).to.equal(400);
+                expect(stale.body.error).to.equal('use_attestation_challenge');
+                const fresh = stale.headers['oauth-client-attestation-challenge'] as string;
+                expect(fresh).to.match(/^[A-Za-z0-9_-]{32}$/);
+                const retried = await post(port, '/probe/acme/client-auth', { 'OAuth-Client-Attestation': attestation(), 'OAuth-Client-Attestation-PoP': pop({ claims: { challenge: fresh } }) });
+                expect(retried.status, JSON.stringify(retried.body)).to.equal(200);
+            });
         });
 
         describe('the attestation', () => {
@@ -412,6 +472,18 @@ for (const dialect of DIALECTS) {
                 const fresh = err.headers!['OAuth-Client-Attestation-Challenge']!;
                 expect((await strict.authenticate(input(attestation(), pop({ claims: { challenge: fresh } })))).clientId).to.equal(CLIENT_ID);
             });
+        });
+
+        it('describes itself for the authorization server metadata, with a challenge endpoint that answers', async () => {
+            const metadata = clientAttestationMetadata(ISSUER);
+            expect(metadata).to.equal({
+                token_endpoint_auth_methods_supported: ['attest_jwt_client_auth'],
+                client_attestation_signing_alg_values_supported: ['ES256', 'ES384', 'ES512'],
+                client_attestation_pop_signing_alg_values_supported: ['ES256', 'ES384', 'ES512'],
+                challenge_endpoint: `${ISSUER}/authorize/challenge`
+            });
+            const res = await t.server.inject({ method: 'POST', url: metadata.challenge_endpoint.replace('http://hallmark.test', '') });
+            expect(res.statusCode).to.equal(200);
         });
 
         it('tells callers whether a request carries attestation headers at all', () => {

@@ -65,8 +65,11 @@ const TRUST_FAILURES: Record<string, string> = {
 
 export interface ClientAttestationInput {
     tenantId: string;
-    /** The request's headers (hapi's `request.headers`: names in lower case). */
-    headers: Record<string, string | string[] | undefined>;
+    /**
+     * The request's headers with names in lower case, as hapi's `request.headers` has them (typed loosely so that
+     * object fits as it is; a value other than one string is refused).
+     */
+    headers: Readonly<Record<string, unknown>>;
     /** The authorization server's issuer identifier (RFC 8414): the PoP's required `aud`. */
     issuer: string;
     /** The request's client_id, when it names one: it must be the attestation's `sub`. */
@@ -98,6 +101,18 @@ export interface ClientAttestationDeps {
      */
     requireChallenge?: boolean;
 }
+
+/**
+ * What the authorization server metadata says about this mechanism (draft sections 6.3 and 8): the authentication
+ * method, the algorithms (required when the PoP JWT is used) and the challenge endpoint. `issuer` is the tenant's
+ * issuer identifier, `{PUBLIC_URL}/issuers/{tenant}`.
+ */
+export const clientAttestationMetadata = (issuer: string) => ({
+    token_endpoint_auth_methods_supported: [ATTEST_JWT_CLIENT_AUTH],
+    client_attestation_signing_alg_values_supported: [...CLIENT_ATTESTATION_ALGORITHMS],
+    client_attestation_pop_signing_alg_values_supported: [...CLIENT_ATTESTATION_ALGORITHMS],
+    challenge_endpoint: `${issuer}/authorize/challenge`
+});
 
 /** Whether a request carries either attestation header: callers that do not require attestation check it first. */
 export const hasClientAttestation = (headers: ClientAttestationInput['headers']): boolean =>
@@ -145,7 +160,8 @@ export class ClientAttestationVerifier {
 
         // Claimed after every other check, so PoPs that fail one do not fill the store; the jti before the challenge,
         // so a replayed PoP is told it is a replay.
-        if (!await this.deps.singleUse.claim(input.tenantId, popKey(attestation.cnfJkt, jti), this.popMaxAgeSeconds + this.skewSeconds)) {
+        // Kept while an iat could still pass (a PoP dated skewSeconds ahead stays acceptable that much longer).
+        if (!await this.deps.singleUse.claim(input.tenantId, popKey(attestation.cnfJkt, jti), this.popMaxAgeSeconds + 2 * this.skewSeconds)) {
             throw invalidClient('The wallet attestation PoP has already been used (jti)');
         }
         if (challenge !== undefined && !await this.deps.singleUse.consume(input.tenantId, challengeKey(challenge))) {

@@ -281,6 +281,8 @@ for (const dialect of DIALECTS) {
                 await refused(verifier.authenticate(input(attestation({ signer: walletIntermediate }), pop())), /signature does not verify with its x5c leaf certificate/);
                 // ES384 named, but the leaf key is P-256.
                 await refused(verifier.authenticate(input(attestation({ header: { alg: 'ES384' } }), pop())), /cannot be verified with its x5c leaf certificate/);
+                // A critical header parameter nobody here understands.
+                await refused(verifier.authenticate(input(attestation(), pop({ header: { crit: ['x-unknown'], 'x-unknown': true } }))), /PoP cannot be verified with the attestation's cnf key: .*x-unknown/);
             });
 
             it('is refused when its x5c chains to a pid-issuance anchor only', async () => {

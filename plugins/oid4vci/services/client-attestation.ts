@@ -91,7 +91,7 @@ export interface ClientAttestationDeps {
     singleUse: SingleUseStore;
     /** Allowed clock difference for exp, iat and nbf, seconds (default 30). */
     skewSeconds?: number;
-    /** How old a PoP's iat may be, seconds (default 300); its jti is remembered that long plus the skew. */
+    /** How old a PoP's iat may be, seconds (default 300); its jti is remembered that long plus twice the skew. */
     popMaxAgeSeconds?: number;
     /** How long an issued challenge can be used, seconds (default 120). */
     challengeTtlSeconds?: number;
@@ -332,7 +332,8 @@ const verifiedClaims = async (jwt: string, key: Crypto.KeyObject, alg: string, w
         if (err instanceof Jose.errors.JWSSignatureVerificationFailed) {
             throw invalidClient(`The ${what} signature does not verify with ${keyName}`);
         }
-        throw invalidClient(`The ${what} cannot be verified with ${keyName} (its alg does not fit the key)`);
+        // jose's own words: an alg that does not fit the key, an unknown crit parameter, ...
+        throw invalidClient(`The ${what} cannot be verified with ${keyName}: ${(err as Error).message}`);
     }
     let claims: unknown;
     try {

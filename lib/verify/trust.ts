@@ -6,7 +6,8 @@ import { VerificationFailure } from './failures';
  * X.509 trust for credential issuers (contract "Trust list"): a credential verifies when its x5c / x5chain ends in
  * a certificate of a `pid-issuance` or `eaa-issuance` entry; it fails with trust_chain_not_trusted when it only
  * chains to entries of another service type, and with no_trust_chain_to_root when it chains to none (also when
- * there is no anchor at all: fail closed).
+ * there is no anchor at all: fail closed). Wallet and key attestations use the same check with a ChainPolicy: their
+ * chains must end at a `wallet-provider` entry, without carrying it, from a leaf that is not self-signed (HAIP).
  *
  * Anchors are plain data (a PEM and the service type of the entry it came from), so entities configured inline,
  * ETSI TS 119 612 lists or JWT lists of trusted entities fetched later all flatten into the same array. Whoever

@@ -361,7 +361,7 @@ for (const dialect of DIALECTS) {
                 await refused(verifier.authenticate(input(attestation(), pop({ claims: { jti: 'a\u0000b' } }))), /without control characters/);
             });
 
-            it('is single use (HAIP negative: replayed PoP), per tenant and instance key', async () => {
+            it('is single use (HAIP negative: replayed PoP), per instance key', async () => {
                 const jwt = attestation();
                 const proof = pop();
                 await verifier.authenticate(input(jwt, proof));
@@ -440,6 +440,8 @@ for (const dialect of DIALECTS) {
             it('are single use: a reused, unknown, malformed or other tenant\'s challenge asks for a fresh one', async () => {
                 const value = await challenge();
                 expect((await verifier.authenticate(input(attestation(), pop({ claims: { challenge: value } })))).clientId).to.equal(CLIENT_ID);
+                const [row] = await t.server.db.knex('single_use_values').where({ tenantId: 'acme', key: `client-attestation-challenge:${value}` });
+                expect(row.usedAt).to.exist();
                 const reused = await refused(verifier.authenticate(input(attestation(), pop({ claims: { challenge: value } }))), /challenge is unknown, expired or already used/, 'use_attestation_challenge');
                 const fresh = reused.headers!['OAuth-Client-Attestation-Challenge']!;
                 expect(fresh).to.match(/^[A-Za-z0-9_-]{32}$/);

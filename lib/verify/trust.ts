@@ -6,7 +6,8 @@ import { VerificationFailure } from './failures';
  * X.509 trust for credential issuers (contract "Trust list"): a credential verifies when its x5c / x5chain ends in
  * a certificate of a `pid-issuance` or `eaa-issuance` entry; it fails with trust_chain_not_trusted when it only
  * chains to entries of another service type, and with no_trust_chain_to_root when it chains to none (also when
- * there is no anchor at all: fail closed).
+ * there is no anchor at all: fail closed). Wallet and key attestations use the same check with a ChainPolicy: their
+ * chains must end at a `wallet-provider` entry, without carrying it, from a leaf that is not self-signed (HAIP).
  *
  * Anchors are plain data (a PEM and the service type of the entry it came from), so entities configured inline,
  * ETSI TS 119 612 lists or JWT lists of trusted entities fetched later all flatten into the same array. Whoever
@@ -24,12 +25,23 @@ export interface TrustAnchor {
 export interface TrustedChain {
     /** The public key of the leaf (first x5c certificate), for the credential signature. */
     leafPublicKey: Crypto.KeyObject;
-    /** The anchor the chain ends in (a pid-issuance or eaa-issuance entry). */
+    /** The anchor the chain ends in (an entry of one of the accepted service types). */
     anchor: TrustAnchor;
 }
 
 /** Service types whose certificates may issue credentials. */
 export const ISSUANCE_SERVICE_TYPES: readonly TrustServiceType[] = ['pid-issuance', 'eaa-issuance'];
+
+/** What a chain is checked for beyond the defaults (credential issuers: issuance anchors, anchor may be included). */
+export interface ChainPolicy {
+    /** Service types whose anchors make a chain trusted; default ISSUANCE_SERVICE_TYPES. */
+    serviceTypes?: readonly TrustServiceType[];
+    /**
+     * HAIP rules for wallet and key attestations: the x5c must not include the trust anchor it chains to and its
+     * leaf must not be self-signed (verification_error otherwise).
+     */
+    anchorExcluded?: boolean;
+}
 
 /** Longer chains are refused (verification_error): no issuer PKI needs more, and each link costs a signature check. */
 export const MAX_CHAIN_LENGTH = 10;
@@ -85,6 +97,19 @@ const issuedBy = async (child: X509.X509Certificate, parent: X509.X509Certificat
     }
 };
 
+/** Names itself as issuer and its own key verifies its signature. */
+const isSelfSigned = async (certificate: X509.X509Certificate): Promise<boolean> => {
+    if (certificate.subject !== certificate.issuer) {
+        return false;
+    }
+    try {
+        return await certificate.verify({ publicKey: certificate.publicKey, signatureOnly: true });
+    }
+    catch {
+        return false;
+    }
+};
+
 const withinValidity = (certificate: X509.X509Certificate, now: Date): boolean =>
     certificate.notBefore.getTime() <= now.getTime() && now.getTime() <= certificate.notAfter.getTime();
 
@@ -104,7 +129,10 @@ const describe = (certificate: X509.X509Certificate) => `subject "${certificate.
  * - a path ends at an anchor: a chain certificate equal to an anchor (same DER; also when the chain includes the
  *   anchor or the anchor is the leaf itself), or a chain certificate issued by an anchor whose subject equals its
  *   issuer; none (or no anchors at all): no_trust_chain_to_root. The shortest path to an issuance anchor wins;
- * - the path only ends at wallet-provider / other anchors: trust_chain_not_trusted;
+ * - the path only ends at anchors of other service types than `policy.serviceTypes` (default the issuance types):
+ *   trust_chain_not_trusted;
+ * - with `policy.anchorExcluded`: a self-signed leaf (checked first), or an x5c that includes the trusted anchor:
+ *   verification_error;
  * - a certificate of the path, or the anchor, outside its validity period: certificate_expired.
  * Trust is decided before validity, so an expired certificate of an untrusted issuer reports the trust failure.
  */
@@ -117,15 +145,18 @@ const verifiedChains = new Map<string, { chain: TrustedChain; from: number; unti
  * few issuer chains come again and again. A successful result is kept for a minute, or until the first certificate
  * involved expires, keyed by the exact chain and anchors. Failures are never cached.
  */
-export const verifyCertificateChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor[], now: Date): Promise<TrustedChain> => {
+export const verifyCertificateChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor[], now: Date, policy: ChainPolicy = {}): Promise<TrustedChain> => {
+    const serviceTypes = policy.serviceTypes ?? ISSUANCE_SERVICE_TYPES;
+    const anchorExcluded = policy.anchorExcluded === true;
+    // The policy is part of the key: a chain trusted for one set of service types is not for another.
     const key = Array.isArray(x5c) && x5c.length
-        ? Crypto.createHash('sha256').update(JSON.stringify([x5c, anchors.map((a) => [a.serviceType, a.certificate]).sort()])).digest('base64url')
+        ? Crypto.createHash('sha256').update(JSON.stringify([x5c, anchors.map((a) => [a.serviceType, a.certificate]).sort(), [...serviceTypes].sort(), anchorExcluded])).digest('base64url')
         : undefined;
     const cached = key ? verifiedChains.get(key) : undefined;
     if (cached && cached.from <= now.getTime() && now.getTime() < cached.until) {
         return cached.chain;
     }
-    const chain = await buildChain(x5c, anchors, now);
+    const chain = await buildChain(x5c, anchors, now, serviceTypes, anchorExcluded);
     if (key) {
         if (verifiedChains.size >= CACHE_MAX) {
             verifiedChains.delete(verifiedChains.keys().next().value as string);
@@ -135,7 +166,7 @@ export const verifyCertificateChain = async (x5c: string[] | undefined | null, a
     return { leafPublicKey: chain.leafPublicKey, anchor: chain.anchor };
 };
 
-const buildChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor[], now: Date): Promise<TrustedChain & { validUntil: number }> => {
+const buildChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor[], now: Date, serviceTypes: readonly TrustServiceType[], anchorExcluded: boolean): Promise<TrustedChain & { validUntil: number }> => {
     if (!Array.isArray(x5c) || !x5c.length) {
         throw VerificationFailure.coded('x5c_missing', 'no x5c certificate chain');
     }
@@ -143,6 +174,9 @@ const buildChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor
         throw VerificationFailure.coded('verification_error', `x5c has ${x5c.length} certificates (at most ${MAX_CHAIN_LENGTH})`);
     }
     const chain = x5c.map(parseX5c);
+    if (anchorExcluded && await isSelfSigned(chain[0]!)) {
+        throw VerificationFailure.coded('verification_error', `the x5c leaf is self-signed (${describe(chain[0]!)})`);
+    }
     for (let i = 0; i + 1 < chain.length; i++) {
         if (!(await issuedBy(chain[i]!, chain[i + 1]!))) {
             throw VerificationFailure.coded('no_trust_chain_to_root', `x5c[${i}] is not issued by x5c[${i + 1}] (${describe(chain[i]!)})`);
@@ -169,9 +203,17 @@ const buildChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor
     if (!paths.length) {
         throw VerificationFailure.coded('no_trust_chain_to_root', `no path to a trust anchor (${describe(chain[chain.length - 1]!)})`);
     }
-    const trusted = paths.filter((p) => ISSUANCE_SERVICE_TYPES.includes(p.anchor.anchor.serviceType));
+    let trusted = paths.filter((p) => serviceTypes.includes(p.anchor.anchor.serviceType));
     if (!trusted.length) {
         throw VerificationFailure.coded('trust_chain_not_trusted', `the chain ends at ${[...new Set(paths.map((p) => p.anchor.anchor.serviceType))].join(', ')} entries only`);
+    }
+    if (anchorExcluded) {
+        // Only paths to an anchor the x5c does not carry count (a list may hold a root and its intermediate too).
+        const excluding = trusted.filter((p) => !chain.some((c) => p.anchor.der.equals(Buffer.from(c.rawData))));
+        if (!excluding.length) {
+            throw VerificationFailure.coded('verification_error', `the x5c includes its trust anchor (${describe(trusted[0]!.anchor.certificate)})`);
+        }
+        trusted = excluding;
     }
 
     // Prefer a path whose certificates are all valid; the shortest first.

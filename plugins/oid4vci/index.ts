@@ -6,15 +6,27 @@ import { attributeProviderKind } from '../../resources/attribute-provider';
 import { credentialConfigKind } from '../../resources/credential-config';
 import { issuanceConfigKind } from '../../resources/issuance-config';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
+import { TrustAnchors } from '../oid4vp/services/trust-anchors';
 import { Issuer } from './issuer';
 import { oid4vciOptionsSchema, type Oid4vciOptions } from './options';
+import { attestationChallengeRoutes } from './routes/attestation-challenge';
 import { managementRoutes } from './routes/management';
 import { walletRoutes } from './routes/wallet';
+import { ClientAttestationVerifier } from './services/client-attestation';
 import { CredentialService } from './services/credentials';
 import { MetadataService } from './services/metadata';
 import { NotificationService } from './services/notifications';
 import { OfferService } from './services/offers';
 import { TokenEndpoint } from './services/tokens';
+
+declare module '@hapi/hapi' {
+    interface PluginProperties {
+        'hallmark-oid4vci': {
+            /** Wallet attestation (attestation-based client authentication) for the PAR and token endpoints. */
+            clientAttestation: ClientAttestationVerifier;
+        };
+    }
+}
 
 /**
  * OpenID4VCI issuance (pre-authorized code flow). Registers: the CredentialConfig, IssuanceConfig,
@@ -40,6 +52,10 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
+
+        const clientAttestation = new ClientAttestationVerifier({ trust: new TrustAnchors({ registry }), singleUse });
+        server.expose('clientAttestation', clientAttestation);
+        server.route(attestationChallengeRoutes({ issuer, clientAttestation, dpop }));
 
         server.route([...managementRoutes(offers), ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications })]);
     }

@@ -3,18 +3,29 @@ import type Hapi from '@hapi/hapi';
 import { pluginOptions } from '../../lib/compose';
 import { DpopVerifier } from '../../lib/oauth/dpop';
 import { attributeProviderKind } from '../../resources/attribute-provider';
-import { credentialConfigKind } from '../../resources/credential-config';
+import { ValidationError } from '../../lib/errors';
+import { credentialConfigKind, statusManaged, statusUnavailable, type CredentialConfig } from '../../resources/credential-config';
 import { issuanceConfigKind } from '../../resources/issuance-config';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 import { Issuer } from './issuer';
 import { oid4vciOptionsSchema, type Oid4vciOptions } from './options';
 import { managementRoutes } from './routes/management';
 import { walletRoutes } from './routes/wallet';
-import { CredentialService } from './services/credentials';
+import { CredentialService, type CredentialStatusProvider } from './services/credentials';
 import { MetadataService } from './services/metadata';
 import { NotificationService } from './services/notifications';
 import { OfferService } from './services/offers';
 import { TokenEndpoint } from './services/tokens';
+
+declare module '@hapi/hapi' {
+    interface Server {
+        /**
+         * Gives issued credentials of configurations with statusManagement their status list entries; the status
+         * plugin calls it at registration. Without a provider such configurations are refused (400).
+         */
+        registerCredentialStatusProvider(provider: CredentialStatusProvider): void;
+    }
+}
 
 /**
  * OpenID4VCI issuance (pre-authorized code flow). Registers: the CredentialConfig, IssuanceConfig,
@@ -28,16 +39,39 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const { publicUrl, nonceSecret, multiConsumption } = pluginOptions('hallmark-oid4vci', oid4vciOptionsSchema, rawOptions);
         const { log } = server.app;
         const { registry, sessions, singleUse, signing, outbound } = server;
-        for (const kind of [webhookEndpointKind, attributeProviderKind, issuanceConfigKind, credentialConfigKind]) {
+        for (const kind of [webhookEndpointKind, attributeProviderKind, issuanceConfigKind]) {
             server.registerResource(kind);
         }
+        let statusProvider: CredentialStatusProvider | undefined;
+        server.decorate('server', 'registerCredentialStatusProvider', (provider: CredentialStatusProvider) => {
+            if (registry.sealed) {
+                throw new Error('A credential status provider must be registered before the server starts');
+            }
+            if (statusProvider) {
+                throw new Error('A credential status provider is registered twice');
+            }
+            statusProvider = provider;
+        });
+        // Per server: whether status management can be turned on depends on this server's plugins.
+        server.registerResource({
+            ...credentialConfigKind,
+            async check(scope, spec: CredentialConfig) {
+                if (!statusProvider && statusManaged(spec)) {
+                    const details = statusUnavailable(spec);
+                    throw new ValidationError(`${credentialConfigKind.file} is invalid: ${details.map((d) => d.message).join('; ')}`, details);
+                }
+                await credentialConfigKind.check?.(scope, spec);
+            }
+        });
 
         const issuer = new Issuer({ registry });
-        const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log });
+        // nonceSecret is the service secret (MASTER_SECRET, else ENCRYPTION_KEY): offer subjects are hashed under a key of their own.
+        const subjectKey = Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'offer-subject-hash/v1', 32));
+        const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log, subjectKey });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'dpop-nonce/v1', 32)) });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });
-        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log });
+        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, statusProvider: () => statusProvider });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
 

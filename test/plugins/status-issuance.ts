@@ -12,10 +12,12 @@ import { importConfigFolder } from '../../lib/config-import';
 import { mdocContext } from '../../lib/mdoc/context';
 import { openid4vpSessionTranscript, verifyMdocPresentation } from '../../lib/verify/mdoc';
 import { StatusAllocationModel, StatusListStateModel } from '../../plugins/status/models';
+import { randomFreeIndex } from '../../plugins/status/services/allocation';
 import { bearer, clientWithToken, createTenant, rootToken, tenantTables } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { freePort } from '../helpers/net';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import type { CredentialStatusProvider } from '../../plugins/oid4vci/services/credentials';
 import { verifyMdoc, verifySdJwtVc, Wallet, type Received } from '../helpers/wallet';
 
 /**
@@ -279,6 +281,26 @@ for (const dialect of DIALECTS) {
             expect((await fetch(theirs.status_list.uri.replace('/globex/', '/acme/'))).status).to.equal(404);
         });
 
+        it('refuses the credential request when no key chain could sign a new list, and leaves nothing allocated', async () => {
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'initech');
+            const initech = (await clientWithToken(t.server, root, { clientId: 'initech-admin', roles: ['tenant:admin'], tenantId: 'initech' })).token;
+            // Its only key chain is for access tokens: neither a statusList nor an attestation chain to sign lists with.
+            expect((await api(initech, 'POST', '/api/key-chain', { ...ISSUER_KEY_CHAIN, usageType: 'access' })).status).to.equal(201);
+            expect((await api(initech, 'POST', '/api/issuer/credentials', sdJwtConfig('pid'))).status).to.equal(201);
+            const made = await offer('pid', {}, initech);
+            const wallet = new Wallet();
+            await expect(wallet.receive(made.uri, { configurationId: 'pid' })).to.reject();
+            expect(wallet.exchange('/vci/credential')!.status).to.equal(503);
+            expect(await t.server.db.model(StatusAllocationModel).query().where({ tenantId: 'initech' })).to.equal([]);
+            expect((await api(initech, 'GET', '/api/status-lists')).body.items).to.equal([]);
+        });
+
+        it('accepts one status provider, only before the server starts', () => {
+            const provider: CredentialStatusProvider = { allocate: async () => [], supersede: async () => 0 };
+            expect(() => t.server.registerCredentialStatusProvider(provider)).to.throw('A credential status provider must be registered before the server starts');
+        });
+
         it('activeCredentials: needs the offer subject, revokes the subject\'s earlier credentials, and never stores the subject', async () => {
             const missing = await api(admin, 'POST', '/api/issuer/offer', { credentialConfigurationIds: ['active'], credentialClaims: { active: { type: 'inline', claims: { given_name: 'Erika' } } } });
             expect(missing.status, missing.payload).to.equal(400);
@@ -322,6 +344,39 @@ for (const dialect of DIALECTS) {
         });
     });
 }
+
+describe('status lists: randomFreeIndex()', () => {
+    const bitmap = (capacity: number, free: number[]) => {
+        const allocated = Buffer.alloc(Math.ceil(capacity / 8), 0xff);
+        free.forEach((idx) => (allocated[idx >> 3] = allocated[idx >> 3]! & ~(1 << (idx & 7))));
+        return allocated;
+    };
+
+    it('finds the only free index of a full list (past the random draws), wherever it is', () => {
+        for (const [capacity, free] of [[1000, 0], [1000, 999], [1000, 517], [13, 12], [8, 3]] as const) {
+            expect(randomFreeIndex(bitmap(capacity, [free]), capacity, capacity - 1), `${capacity}/${free}`).to.equal(free);
+        }
+    });
+
+    it('draws every free index of a nearly full list, and only free ones', () => {
+        const free = [5, 77, 400, 998];
+        const drawn = new Map<number, number>();
+        for (let i = 0; i < 400; i++) {
+            const idx = randomFreeIndex(bitmap(1000, free), 1000, 996);
+            drawn.set(idx, (drawn.get(idx) ?? 0) + 1);
+        }
+        expect([...drawn.keys()].sort((a, b) => a - b)).to.equal(free);
+        // Uniform: each about 100 of 400 (far from what any fixed order would give).
+        expect(Math.min(...drawn.values())).to.be.above(50);
+    });
+
+    it('ignores the bits past the capacity in the last byte, and refuses a bitmap that contradicts its count', () => {
+        // Capacity 10: bits 10 … 15 of the second byte are no indexes even when clear.
+        const allocated = Buffer.from([0xff, 0b11111110]);
+        expect(randomFreeIndex(allocated, 10, 9)).to.equal(8);
+        expect(() => randomFreeIndex(Buffer.from([0xff, 0x03]), 10, 9)).to.throw('The allocation bitmap has fewer free indexes than its used count says');
+    });
+});
 
 for (const dialect of DIALECTS) {
     describe(`status lists: statusManagement without the status plugin (${dialect})`, () => {

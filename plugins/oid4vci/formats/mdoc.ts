@@ -31,9 +31,6 @@ const withMsoStatus = (sign: Sign1Signer, status: CredentialStatus, amended: { p
     // Typed read-only, but a plain field the signing data is computed from (@animo-id/mdoc 0.5.2, Sign1).
     const sign1 = input.sign1 as { payload: Uint8Array };
     const mso = new Map((cborDecode(sign1.payload) as DataItem<Map<string, unknown>>).data);
-    if (mso.has('status')) {
-        throw new Error('The MSO already has a status member');
-    }
     mso.set('status', new Map([['status_list', new Map<string, unknown>([['idx', status.status_list.idx], ['uri', status.status_list.uri]])]]));
     sign1.payload = cborEncode(DataItem.fromData(mso));
     amended.payload = sign1.payload;

@@ -123,6 +123,7 @@ export class CredentialService {
             // Stored while the status plugin was loaded: a credential without its status entry could never be revoked.
             throw credentialError('credential_request_denied', 'This credential needs token status lists, which this deployment does not provide');
         }
+        // Allocated before signing: an index whose credential then fails to sign stays taken (valid, never reused).
         const statuses = await statusProvider?.allocate({ tenantId, credential, sessionId: session.id, subjectHash: session.data.subjectHash, count: holderKeys.length });
         const credentials: Array<{ credential: string }> = [];
         for (const [i, holderJwk] of holderKeys.entries()) {

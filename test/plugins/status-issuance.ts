@@ -9,6 +9,7 @@ import { getListFromStatusListJWT } from '@sd-jwt/jwt-status-list';
 import * as Jose from 'jose';
 import Pino from 'pino';
 import { importConfigFolder } from '../../lib/config-import';
+import { ResourceModel } from '../../lib/db/models/resource';
 import { mdocContext } from '../../lib/mdoc/context';
 import { openid4vpSessionTranscript, verifyMdocPresentation } from '../../lib/verify/mdoc';
 import { StatusAllocationModel, StatusListStateModel } from '../../plugins/status/models';
@@ -368,6 +369,9 @@ describe('status lists: randomFreeIndex()', () => {
         expect([...drawn.keys()].sort((a, b) => a - b)).to.equal(free);
         // Uniform: each about 100 of 400 (far from what any fixed order would give).
         expect(Math.min(...drawn.values())).to.be.above(50);
+        // Free indexes sharing a byte are told apart too.
+        const sameByte = new Set(Array.from({ length: 200 }, () => randomFreeIndex(bitmap(1024, [3, 5, 6]), 1024, 1021)));
+        expect([...sameByte].sort()).to.equal([3, 5, 6]);
     });
 
     it('ignores the bits past the capacity in the last byte, and refuses a bitmap that contradicts its count', () => {
@@ -423,6 +427,22 @@ for (const dialect of DIALECTS) {
             finally {
                 Fs.rmSync(folder, { recursive: true, force: true });
             }
+            // A configuration stored while the status plugin was loaded is not issued without its status entry.
+            const now = new Date().toISOString();
+            await t.server.db.model(ResourceModel).query().insert({ tenantId: 'acme', kind: 'CredentialConfig', id: 'legacy', spec: sdJwtConfig('legacy'), version: 1, generation: 1, ownership: 'unmanaged', createdAt: now, updatedAt: now });
+            const made = await t.server.inject({ method: 'POST', url: '/api/issuer/offer', headers: bearer(admin), payload: { credentialConfigurationIds: ['legacy'], credentialClaims: { legacy: { type: 'inline', claims: { given_name: 'Erika' } } }, byReference: false } });
+            expect(made.statusCode, made.payload).to.equal(201);
+            const offered = JSON.parse(new URL((made.result as any).uri.replace('openid-credential-offer://', 'https://x/')).searchParams.get('credential_offer')!);
+            const code = offered.grants['urn:ietf:params:oauth:grant-type:pre-authorized_code']['pre-authorized_code'];
+            const token = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/token', payload: new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:pre-authorized_code', 'pre-authorized_code': code }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+            expect(token.statusCode, token.payload).to.equal(200);
+            const nonce = ((await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/nonce' })).result as any).c_nonce;
+            const holder = await Jose.generateKeyPair('ES256');
+            const proof = await new Jose.SignJWT({ nonce, aud: 'http://hallmark.test/issuers/acme' })
+                .setProtectedHeader({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: await Jose.exportJWK(holder.publicKey) }).setIssuedAt().sign(holder.privateKey);
+            const refused = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${(token.result as any).access_token}` }, payload: { credential_configuration_id: 'legacy', proof: { proof_type: 'jwt', jwt: proof } } });
+            expect(refused.statusCode, refused.payload).to.equal(400);
+            expect(refused.result).to.equal({ error: 'credential_request_denied', error_description: 'This credential needs token status lists, which this deployment does not provide' });
             // The offer subject is still validated.
             expect((await t.server.inject({ method: 'POST', url: '/api/issuer/offer', headers: bearer(admin), payload: { credentialConfigurationIds: ['pid'], subject: 'x'.repeat(256) } })).statusCode).to.equal(400);
         });

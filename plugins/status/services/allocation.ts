@@ -14,6 +14,9 @@ import { systemContext, type StatusListService } from './status-lists';
 /** Random draws before falling back to counting free indexes: a list is rarely so full that all of them miss. */
 const RANDOM_DRAWS = 16;
 
+/** Set bits of every byte value: the counting pass over a list of millions of indexes looks at bytes, not bits. */
+const TAKEN_BITS = Array.from({ length: 256 }, (_, byte) => byte.toString(2).split('1').length - 1);
+
 /**
  * A free index of the list, uniformly at random among the free ones: random draws first, and when they keep hitting
  * taken indexes (a nearly full list) the k-th free index for a random k. Both are uniform over the free indexes, so
@@ -29,10 +32,8 @@ export const randomFreeIndex = (allocated: Buffer, capacity: number, used: numbe
     let k = Crypto.randomInt(capacity - used);
     for (let byte = 0; byte * 8 < capacity; byte++) {
         const bitsHere = Math.min(8, capacity - byte * 8);
-        let free = 0;
-        for (let bit = 0; bit < bitsHere; bit++) {
-            free += (allocated[byte]! >> bit) & 1 ? 0 : 1;
-        }
+        // Only the last byte may hold bits past the capacity; they are no indexes, whatever their value.
+        const free = bitsHere - TAKEN_BITS[allocated[byte]! & ((1 << bitsHere) - 1)]!;
         if (k >= free) {
             k -= free;
             continue;

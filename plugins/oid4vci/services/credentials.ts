@@ -129,17 +129,18 @@ export class CredentialService {
         for (const [i, holderJwk] of holderKeys.entries()) {
             credentials.push({ credential: await this.format(tenantId, credential, keyChainId, claims, holderJwk, statuses?.[i]?.status) });
         }
+        // Before the credentials are handed out: should it fail, the subject keeps its earlier credential and gets none.
+        const subjectHash = session.data.subjectHash;
+        if (statusProvider && statuses && credential.activeCredentials?.enabled && subjectHash) {
+            const revoked = await statusProvider.supersede({ tenantId, credentialConfigurationId: configId, subjectHash, issued: statuses });
+            log.info({ event: 'credentials_superseded', credentialConfigurationId: configId, count: revoked }, 'earlier credentials of the subject revoked');
+        }
 
         const notificationId = Crypto.randomBytes(16).toString('base64url');
         // Appended without losing a concurrent request's id; a first issuance also moves active to fetched.
         const entry = { credentialConfigurationId: configId, notificationId, at: new Date().toISOString() };
         await this.deps.sessions.mutateData<'issuance'>(session, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
         log.info({ event: 'credential_issued', credentialConfigurationId: configId, format: credential.config.format, count: credentials.length }, 'credential issued');
-        const subjectHash = session.data.subjectHash;
-        if (statusProvider && statuses && credential.activeCredentials?.enabled && subjectHash) {
-            const revoked = await statusProvider.supersede({ tenantId, credentialConfigurationId: configId, subjectHash, issued: statuses });
-            log.info({ event: 'credentials_superseded', credentialConfigurationId: configId, count: revoked }, 'earlier credentials of the subject revoked');
-        }
         return { credentials, notification_id: notificationId };
     }
 

@@ -125,8 +125,8 @@ export class StatusEntryService {
     private async apply(trx: Knex, ctx: TenantContext & { tenantId: string }, list: StoredResource<StatusList>, indexes: number[], target: () => number, final: FinalEntries): Promise<number> {
         const { id: listId, bits, capacity } = list.spec;
         const tenantId = ctx.tenantId;
-        const locked = trx(StatusListStateModel.tableName).where({ tenantId, listId }).first('entries', 'allocated', 'entriesVersion');
-        const state = await (this.deps.db.dialect === 'postgres' ? locked.forUpdate() : locked) as Pick<StatusListStateModel, 'entries' | 'allocated' | 'entriesVersion'> | undefined;
+        const locked = trx(StatusListStateModel.tableName).where({ tenantId, listId }).first('entries', 'allocated');
+        const state = await (this.deps.db.dialect === 'postgres' ? locked.forUpdate() : locked) as Pick<StatusListStateModel, 'entries' | 'allocated'> | undefined;
         if (!state) {
             throw new NotFoundError('Unknown status list');
         }
@@ -153,7 +153,8 @@ export class StatusEntryService {
         if (!changes.length) {
             return 0;
         }
-        await trx(StatusListStateModel.tableName).where({ tenantId, listId }).update({ entries, entriesVersion: state.entriesVersion + 1 });
+        // Incremented by the database, not from the value read: a token signed meanwhile is stale whatever it read.
+        await trx(StatusListStateModel.tableName).where({ tenantId, listId }).update({ entries, entriesVersion: trx.raw('?? + 1', ['entriesVersion']) });
         await this.deps.db.model(AuditLogModel).query(trx).insert({
             tenantId,
             actor: ctx.clientId,

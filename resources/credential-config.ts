@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
-import { ValidationError } from '../lib/errors';
+import { ValidationError, type ErrorDetail } from '../lib/errors';
 import { tableResourceStore } from '../lib/registry/resource-store';
 import { errorsArray, resourceId, stateAt } from './shared/custom-rules';
 import { notAvailableYet } from './shared/not-available';
@@ -208,7 +208,7 @@ export interface CredentialConfig {
     /** Default true. */
     keyBinding?: boolean;
     keyChainId?: string;
-    /** Only false until token status lists are built. */
+    /** Refused (400) where no status provider is registered, i.e. without the status plugin. */
     statusManagement?: boolean;
     status?: CredentialStatusConfig;
     /** Only with statusManagement true. */
@@ -220,6 +220,22 @@ export interface CredentialConfig {
     schemaMeta?: SchemaMeta | null;
     embeddedDisclosurePolicy?: EmbeddedDisclosurePolicy | null;
 }
+
+/** Whether issued credentials of the configuration carry a status list entry: either switch turns it on. */
+export const statusManaged = (spec: Pick<CredentialConfig, 'statusManagement' | 'status'>): boolean =>
+    spec.statusManagement === true || spec.status?.enabled === true;
+
+/**
+ * The 400 details for a configuration that turns status management on where nothing could give its credentials a
+ * status entry (the deployment does not load the status plugin): a stored setting without effect.
+ */
+export const statusUnavailable = (spec: Pick<CredentialConfig, 'statusManagement' | 'status'>): ErrorDetail[] => {
+    const message = (path: string) => `"${path}": token status lists are not available in this deployment (the status plugin is not loaded)`;
+    return [
+        ...(spec.statusManagement === true ? [{ path: 'statusManagement', message: message('statusManagement') }] : []),
+        ...(spec.status?.enabled === true ? [{ path: 'status.enabled', message: message('status.enabled') }] : [])
+    ];
+};
 
 const text = Joi.string().max(2000);
 const httpUrl = Joi.string().uri({ scheme: ['http', 'https'] }).max(2048);
@@ -383,15 +399,13 @@ const vctMetadataKeys = {
 const vctMetadataSchema = Joi.object<VctMetadata, true>(vctMetadataKeys).label('VctMetadata');
 const vctString = Joi.string().min(1).max(2048);
 
-const STATUS_LISTS = 'token status lists are not available yet';
-
 const statusConfigSchema = Joi.object<CredentialStatusConfig, true>({
     // Two switches for one thing must not say different things.
-    enabled: notAvailableYet(Joi.boolean().required().custom((enabled: boolean, helpers) => {
+    enabled: Joi.boolean().required().custom((enabled: boolean, helpers) => {
         const statusManagement = (helpers.state.ancestors?.[1] as Partial<CredentialConfig> | undefined)?.statusManagement;
         return typeof statusManagement === 'boolean' && enabled !== statusManagement ? helpers.error('credentialConfig.statusDisagrees') : enabled;
-    }).messages({ 'credentialConfig.statusDisagrees': '{{#label}} must equal statusManagement' }), STATUS_LISTS, (enabled) => enabled === true)
-        .description('Not available yet: only false is accepted until token status lists are built'),
+    }).messages({ 'credentialConfig.statusDisagrees': '{{#label}} must equal statusManagement' })
+        .description('Enables status management; must equal statusManagement when both are given. Needs the status plugin'),
     // No default here: an absent value falls back to the tenant's statusListConfig.bits before 1.
     bits: Joi.number().valid(...STATUS_BITS).description('Bits per status entry: 1, 2, 4 or 8. Default: the tenant default, else 1'),
     credentialConfigurationBound: Joi.boolean().default(false)
@@ -509,8 +523,8 @@ export const credentialConfigSchema = Joi.object<CredentialConfig, true>({
         .messages({ 'any.invalid': '{{#label}} must be true for mso_mdoc: an mdoc always carries the device key' })
         .description('The credential carries the holder key (cnf.jwk / deviceKey). Default true; always true for mso_mdoc'),
     keyChainId: Joi.string().max(255).description('Attestation key chain that signs the credentials'),
-    statusManagement: notAvailableYet(Joi.boolean(), STATUS_LISTS, (enabled) => enabled === true)
-        .description('Issued credentials carry a status list entry. Not available yet: only false is accepted'),
+    statusManagement: Joi.boolean()
+        .description('Issued credentials carry a status list entry (token status lists). Refused unless the deployment loads the status plugin'),
     status: statusConfigSchema,
     activeCredentials: activeCredentialsSchema.allow(null)
         .when('statusManagement', { not: Joi.valid(true).required(), then: Joi.valid(null) })

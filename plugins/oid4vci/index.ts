@@ -3,7 +3,8 @@ import type Hapi from '@hapi/hapi';
 import { pluginOptions } from '../../lib/compose';
 import { DpopVerifier } from '../../lib/oauth/dpop';
 import { attributeProviderKind } from '../../resources/attribute-provider';
-import { credentialConfigKind } from '../../resources/credential-config';
+import { ValidationError } from '../../lib/errors';
+import { credentialConfigKind, statusManaged, statusUnavailable, type CredentialConfig } from '../../resources/credential-config';
 import { issuanceConfigKind } from '../../resources/issuance-config';
 import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 import { TrustAnchors } from '../oid4vp/services/trust-anchors';
@@ -13,7 +14,7 @@ import { attestationChallengeRoutes } from './routes/attestation-challenge';
 import { managementRoutes } from './routes/management';
 import { walletRoutes } from './routes/wallet';
 import { ClientAttestationVerifier } from './services/client-attestation';
-import { CredentialService } from './services/credentials';
+import { CredentialService, type CredentialStatusProvider } from './services/credentials';
 import { MetadataService } from './services/metadata';
 import { NotificationService } from './services/notifications';
 import { OfferService } from './services/offers';
@@ -25,6 +26,13 @@ declare module '@hapi/hapi' {
             /** Wallet attestation (attestation-based client authentication) for the PAR and token endpoints. */
             clientAttestation: ClientAttestationVerifier;
         };
+    }
+    interface Server {
+        /**
+         * Gives issued credentials of configurations with statusManagement their status list entries; the status
+         * plugin calls it at registration. Without a provider such configurations are refused (400).
+         */
+        registerCredentialStatusProvider(provider: CredentialStatusProvider): void;
     }
 }
 
@@ -40,16 +48,39 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const { publicUrl, nonceSecret, multiConsumption } = pluginOptions('hallmark-oid4vci', oid4vciOptionsSchema, rawOptions);
         const { log } = server.app;
         const { registry, sessions, singleUse, signing, outbound } = server;
-        for (const kind of [webhookEndpointKind, attributeProviderKind, issuanceConfigKind, credentialConfigKind]) {
+        for (const kind of [webhookEndpointKind, attributeProviderKind, issuanceConfigKind]) {
             server.registerResource(kind);
         }
+        let statusProvider: CredentialStatusProvider | undefined;
+        server.decorate('server', 'registerCredentialStatusProvider', (provider: CredentialStatusProvider) => {
+            if (registry.sealed) {
+                throw new Error('A credential status provider must be registered before the server starts');
+            }
+            if (statusProvider) {
+                throw new Error('A credential status provider is registered twice');
+            }
+            statusProvider = provider;
+        });
+        // Per server: whether status management can be turned on depends on this server's plugins.
+        server.registerResource({
+            ...credentialConfigKind,
+            async check(scope, spec: CredentialConfig) {
+                if (!statusProvider && statusManaged(spec)) {
+                    const details = statusUnavailable(spec);
+                    throw new ValidationError(`${credentialConfigKind.file} is invalid: ${details.map((d) => d.message).join('; ')}`, details);
+                }
+                await credentialConfigKind.check?.(scope, spec);
+            }
+        });
 
         const issuer = new Issuer({ registry });
-        const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log });
+        // nonceSecret is the service secret (MASTER_SECRET, else ENCRYPTION_KEY): offer subjects are hashed under a key of their own.
+        const subjectKey = Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'offer-subject-hash/v1', 32));
+        const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log, subjectKey });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'dpop-nonce/v1', 32)) });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });
-        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log });
+        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, statusProvider: () => statusProvider });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
 

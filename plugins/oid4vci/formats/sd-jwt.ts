@@ -2,6 +2,7 @@ import Crypto from 'node:crypto';
 import type { SDJwtVcInstance as SdJwtVcInstanceType } from '@sd-jwt/sd-jwt-vc';
 import type { JWK } from 'jose';
 import type { SigningService } from '../../kms/services/signing';
+import type { CredentialStatus } from '../services/credentials';
 import { flattenFields, type FieldRule, type Path } from './claims';
 
 // @sd-jwt names object members by key and array elements by numeric index in `_sd`.
@@ -79,7 +80,8 @@ export interface SdJwtIssue {
     fields: FieldRule[];
     holderJwk?: JWK;
     lifetimeSeconds?: number;
-    status?: Record<string, unknown>;
+    /** The credential's token status list entry (draft-ietf-oauth-status-list: the `status` claim). */
+    status?: CredentialStatus;
 }
 
 /** An SD-JWT VC (typ dc+sd-jwt) signed through the signing service, with the key chain's x5c (root left out). */

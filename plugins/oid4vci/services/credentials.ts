@@ -8,7 +8,7 @@ import type { Registry } from '../../../lib/registry/registry';
 import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import type { SessionLogger } from '../../sessions/session-log';
 import { attributeProviderKind } from '../../../resources/attribute-provider';
-import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
+import { statusManaged, type ClaimField, type CredentialConfig } from '../../../resources/credential-config';
 import type { SigningService } from '../../kms/services/signing';
 import { completeClaims, flattenFields, type Path } from '../formats/claims';
 import { issueMdoc } from '../formats/mdoc';
@@ -30,6 +30,42 @@ export interface CredentialRequest {
     credential_response_encryption?: unknown;
 }
 
+/** A credential's entry in a token status list, as the credential carries it (SD-JWT VC `status`, mdoc MSO `status`). */
+export interface CredentialStatus {
+    status_list: { idx: number; uri: string };
+}
+
+export interface StatusAllocationRequest {
+    tenantId: string;
+    credential: CredentialConfig;
+    /** The issuance session the credentials are issued in. */
+    sessionId: string;
+    /** Keyed hash of the offer's subject (activeCredentials); the subject itself never leaves the offer request. */
+    subjectHash?: string;
+    /** One entry per credential: every credential of a batch has its own index. */
+    count: number;
+}
+
+export interface StatusAllocation {
+    listId: string;
+    idx: number;
+    status: CredentialStatus;
+}
+
+/**
+ * Gives issued credentials their status entries. oid4vci only declares it; the status plugin registers one with
+ * `server.registerCredentialStatusProvider`. Without one, configurations that turn status management on are refused.
+ */
+export interface CredentialStatusProvider {
+    /** `count` fresh entries (value 0) for credentials of the configuration, before they are signed. */
+    allocate(request: StatusAllocationRequest): Promise<StatusAllocation[]>;
+    /**
+     * activeCredentials: once new credentials are issued to a subject, its earlier ones of the configuration are
+     * revoked (`issued` are the new ones, kept). Answers how many entries changed.
+     */
+    supersede(request: { tenantId: string; credentialConfigurationId: string; subjectHash: string; issued: StatusAllocation[] }): Promise<number>;
+}
+
 const nonceKey = (nonce: string) => `c_nonce:${nonce}`;
 /** The shape of the nonces this service issues (24 random bytes, base64url): anything else was never issued. */
 const ISSUED_NONCE = /^[A-Za-z0-9_-]{32}$/;
@@ -47,6 +83,8 @@ export class CredentialService {
         signing: SigningService;
         registry: Registry;
         log: Logger;
+        /** The registered status provider, if any (it registers after this service is made). */
+        statusProvider: () => CredentialStatusProvider | undefined;
     }) {}
 
     async nonce(tenantId: string): Promise<string> {
@@ -80,9 +118,22 @@ export class CredentialService {
 
         const claims = await this.claims(session, credential);
         const keyChainId = await issuer.signingKeyChain(tenantId, credential);
+        const statusProvider = statusManaged(credential) ? this.deps.statusProvider() : undefined;
+        if (statusManaged(credential) && !statusProvider) {
+            // Stored while the status plugin was loaded: a credential without its status entry could never be revoked.
+            throw credentialError('credential_request_denied', 'This credential needs token status lists, which this deployment does not provide');
+        }
+        // Allocated before signing: an index whose credential then fails to sign stays taken (valid, never reused).
+        const statuses = await statusProvider?.allocate({ tenantId, credential, sessionId: session.id, subjectHash: session.data.subjectHash, count: holderKeys.length });
         const credentials: Array<{ credential: string }> = [];
-        for (const holderJwk of holderKeys) {
-            credentials.push({ credential: await this.format(tenantId, credential, keyChainId, claims, holderJwk) });
+        for (const [i, holderJwk] of holderKeys.entries()) {
+            credentials.push({ credential: await this.format(tenantId, credential, keyChainId, claims, holderJwk, statuses?.[i]?.status) });
+        }
+        // Before the credentials are handed out: should it fail, the subject keeps its earlier credential and gets none.
+        const subjectHash = session.data.subjectHash;
+        if (statusProvider && statuses && credential.activeCredentials?.enabled && subjectHash) {
+            const revoked = await statusProvider.supersede({ tenantId, credentialConfigurationId: configId, subjectHash, issued: statuses });
+            log.info({ event: 'credentials_superseded', credentialConfigurationId: configId, count: revoked }, 'earlier credentials of the subject revoked');
         }
 
         const notificationId = Crypto.randomBytes(16).toString('base64url');
@@ -233,18 +284,18 @@ export class CredentialService {
         }
     }
 
-    private async format(tenantId: string, credential: CredentialConfig, keyChainId: string, claims: Record<string, unknown>, holderJwk: Jose.JWK | undefined): Promise<string> {
+    private async format(tenantId: string, credential: CredentialConfig, keyChainId: string, claims: Record<string, unknown>, holderJwk: Jose.JWK | undefined, status?: CredentialStatus): Promise<string> {
         if (credential.config.format === 'mso_mdoc') {
             if (!holderJwk) {
                 throw credentialError('invalid_proof', 'An mdoc needs a device key: send a proof');
             }
             return issueMdoc(this.deps.signing, {
-                tenantId, keyChainId, docType: credential.config.docType!, namespaces: claims as Record<string, Record<string, unknown>>, deviceJwk: holderJwk, lifetimeSeconds: credential.lifeTime
+                tenantId, keyChainId, docType: credential.config.docType!, namespaces: claims as Record<string, Record<string, unknown>>, deviceJwk: holderJwk, lifetimeSeconds: credential.lifeTime, status
             });
         }
         const vct = typeof credential.vct === 'string' ? credential.vct : credential.vct?.vct;
         return issueSdJwtVc(this.deps.signing, {
-            tenantId, keyChainId, issuer: tenantUrl(this.deps.publicUrl, tenantId), vct: vct!, claims, fields: credential.fields as never, holderJwk, lifetimeSeconds: credential.lifeTime
+            tenantId, keyChainId, issuer: tenantUrl(this.deps.publicUrl, tenantId), vct: vct!, claims, fields: credential.fields as never, holderJwk, lifetimeSeconds: credential.lifeTime, status
         });
     }
 }

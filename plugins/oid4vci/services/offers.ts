@@ -21,6 +21,8 @@ export interface OfferRequest {
     tx_code_description?: string;
     webhookEndpointId?: string;
     reference?: string;
+    /** The caller's pseudonymous id of the holder (activeCredentials); only its keyed hash is kept. */
+    subject?: string;
     offerLifetimeSeconds?: number;
     byReference: boolean;
     response_type?: 'uri';
@@ -50,6 +52,8 @@ export const offerRequestSchema = Joi.object<OfferRequest, true>({
     tx_code_description: Joi.string().max(300),
     webhookEndpointId: Joi.string().max(128),
     reference: Joi.string().max(255),
+    subject: Joi.string().min(1).max(255)
+        .description('The caller\'s own pseudonymous id of the holder; required when an offered configuration has activeCredentials. Only its keyed hash is stored'),
     offerLifetimeSeconds: Joi.number().integer().min(1),
     byReference: Joi.boolean().default(true),
     response_type: Joi.string().valid('uri')
@@ -62,6 +66,8 @@ export interface IssuanceData {
     /** The offer's webhook endpoint as it was when the offer was made (spec 6.2: resolved at creation). */
     webhook?: WebhookTarget;
     dpopJkt?: string;
+    /** HMAC of the offer's subject (subjectHash()); the subject itself is never stored. */
+    subjectHash?: string;
     issued: Array<{ credentialConfigurationId: string; notificationId: string; at: string }>;
     events: Array<{ notificationId: string; event: string; description?: string; at: string }>;
 }
@@ -74,8 +80,16 @@ declare module '../../sessions/services/session-service' {
 
 const GENERATED_TX_CODE_LENGTH = 6;
 
+/** The subject's keyed hash, per tenant (the same subject in two tenants is not linkable by its hash). */
+export const subjectHash = (key: Buffer, tenantId: string, subject: string): string =>
+    Crypto.createHmac('sha256', key).update(`${tenantId}\n${subject}`, 'utf8').digest('hex');
+
 export class OfferService {
-    constructor(private readonly deps: { publicUrl: string; sessionTtl: number; issuer: Issuer; sessions: SessionService; registry: Registry; log: Logger }) {}
+    constructor(private readonly deps: {
+        publicUrl: string; sessionTtl: number; issuer: Issuer; sessions: SessionService; registry: Registry; log: Logger;
+        /** Keys subjectHash(); derived from the service secret. */
+        subjectKey: Buffer;
+    }) {}
 
     async create(ctx: TenantContext & { tenantId: string }, request: OfferRequest): Promise<{ session: string; uri: string; tx_code?: string }> {
         if (request.flow !== 'pre_authorized_code') {
@@ -83,8 +97,12 @@ export class OfferService {
         }
         const { publicUrl, issuer, sessions } = this.deps;
         for (const id of request.credentialConfigurationIds) {
-            if (!(await issuer.credentialConfig(ctx.tenantId, id))) {
+            const credential = await issuer.credentialConfig(ctx.tenantId, id);
+            if (!credential) {
                 throw new ValidationError(`Unknown credential configuration ${id}`, [{ path: 'credentialConfigurationIds', message: `${id} does not exist` }]);
+            }
+            if (credential.activeCredentials?.enabled && request.subject === undefined) {
+                throw new ValidationError(`Credential configuration ${id} keeps one active credential per subject: the offer needs a subject`, [{ path: 'subject', message: `is required for ${id} (activeCredentials)` }]);
             }
         }
         for (const id of Object.keys(request.credentialClaims ?? {})) {
@@ -118,6 +136,7 @@ export class OfferService {
             claims: request.credentialClaims ?? {},
             ...(txCode ? { txCodeHash: sha256Hex(txCode) } : {}),
             ...(webhook ? { webhook } : {}),
+            ...(request.subject !== undefined ? { subjectHash: subjectHash(this.deps.subjectKey, ctx.tenantId, request.subject) } : {}),
             issued: [],
             events: []
         };

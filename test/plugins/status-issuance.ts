@@ -216,7 +216,13 @@ for (const dialect of DIALECTS) {
                 deviceResponse: Buffer.from(response.encode()).toString('base64url'), ...handover, now: new Date(), skewSeconds: 30,
                 anchors: [{ certificate: ROOT_PEM, serviceType: 'eaa-issuance' }]
             });
-            expect(documents).to.equal([{ docType: MDL_DOCTYPE, claims: { [MDL_NS]: { family_name: 'Mustermann' } } }]);
+            expect(documents).to.equal([{
+                docType: MDL_DOCTYPE,
+                claims: { [MDL_NS]: { family_name: 'Mustermann' } },
+                issuerAnchor: { certificate: ROOT_PEM, serviceType: 'eaa-issuance' },
+                // The service verifier reads the status reference this issuer put into the MSO.
+                statusReference: { idx: claim.status_list.idx, uri: claim.status_list.uri }
+            }]);
         });
 
         it('chooses indexes at random: unique, not in issuance order, spread over the list', async () => {

@@ -9,7 +9,10 @@ import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 import { Issuer } from './issuer';
 import { oid4vciOptionsSchema, type Oid4vciOptions } from './options';
 import { managementRoutes } from './routes/management';
+import { authorizationRoutes } from './routes/authorization';
 import { walletRoutes } from './routes/wallet';
+import { AuthorizationService } from './services/authorization';
+import { ClientAuthenticator } from './services/client-authentication';
 import { CredentialService } from './services/credentials';
 import { MetadataService } from './services/metadata';
 import { NotificationService } from './services/notifications';
@@ -17,9 +20,10 @@ import { OfferService } from './services/offers';
 import { TokenEndpoint } from './services/tokens';
 
 /**
- * OpenID4VCI issuance (pre-authorized code flow). Registers: the CredentialConfig, IssuanceConfig,
- * AttributeProvider and WebhookEndpoint kinds; /api/issuer/* management routes; the wallet-facing metadata,
- * offer, token, nonce, credential, notification and deferred endpoints under /issuers/{tenant}.
+ * OpenID4VCI issuance (pre-authorized and authorization code flows). Registers: the CredentialConfig,
+ * IssuanceConfig, AttributeProvider and WebhookEndpoint kinds; /api/issuer/* management routes; the wallet-facing
+ * metadata, offer, PAR, authorization, token, nonce, credential, notification and deferred endpoints under
+ * /issuers/{tenant}.
  */
 export const plugin: Hapi.Plugin<Oid4vciOptions> = {
     name: 'hallmark-oid4vci',
@@ -36,11 +40,17 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'dpop-nonce/v1', 32)) });
-        const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });
+        const clients = new ClientAuthenticator();
+        const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop, clients });
+        const authorization = new AuthorizationService({ publicUrl, issuer, sessions, offers, singleUse, dpop, clients, secret: Buffer.from(nonceSecret) });
         const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
 
-        server.route([...managementRoutes(offers), ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications })]);
+        server.route([
+            ...managementRoutes(offers),
+            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop }),
+            ...authorizationRoutes({ publicUrl, issuer, authorization })
+        ]);
     }
 };

@@ -137,13 +137,13 @@ for (const dialect of DIALECTS) {
                 };
                 edit('issuance/credentials/pid.json', (spec) => (spec.statusManagement = true));
                 edit('issuance/credentials/mdl.json', (spec) => (spec.keyBinding = false));
-                edit('issuance/issuance.json', (spec) => (spec.refreshTokenEnabled = true));
+                edit('issuance/issuance.json', (spec) => (spec.walletAttestationRequired = true));
                 const report = await importConfigFolder({ folder, registry: t.server.registry, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'warn' });
                 const [result] = report.tenants;
                 expect(result).to.include({ tenantId: 'refused', status: 'failed', created: 0 });
                 expect(result!.error).to.contain('"statusManagement": token status lists are not available yet');
                 expect(result!.error).to.contain('"keyBinding" must be true for mso_mdoc');
-                expect(result!.error).to.contain('"refreshTokenEnabled": refresh tokens are not available yet');
+                expect(result!.error).to.contain('"walletAttestationRequired": wallet attestation at the token endpoint is not available yet');
                 const root = await rootToken(t.server);
                 expect((await t.server.inject({ url: '/api/tenants/refused', headers: bearer(root) })).statusCode).to.equal(404);
             }

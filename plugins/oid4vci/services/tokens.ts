@@ -185,7 +185,7 @@ export class TokenEndpoint {
         }
 
         const accessToken = Crypto.randomBytes(32).toString('base64url');
-        const refreshSecret = settings.refreshTokenEnabled ? Crypto.randomBytes(32).toString('base64url') : undefined;
+        const refreshToken = settings.refreshTokenEnabled ? `${session.id}.${Crypto.randomBytes(32).toString('base64url')}` : undefined;
         const redeemed = await sessions.update(session.id, {
             codeUsedAt: new Date().toISOString(),
             accessTokenHash: sha256Hex(accessToken),
@@ -193,7 +193,7 @@ export class TokenEndpoint {
             data: {
                 ...session.data,
                 ...(dpop ? { dpopJkt: dpop.jkt } : {}),
-                ...(refreshSecret ? { refresh: { hash: sha256Hex(refreshSecret), used: [], clientId: client.clientId, ...(dpop ? { jkt: dpop.jkt } : {}) } } : {})
+                ...(refreshToken ? { refresh: { hash: sha256Hex(refreshToken), used: [], clientId: client.clientId, ...(dpop ? { jkt: dpop.jkt } : {}) } } : {})
             }
         }, { isNull: ['codeUsedAt'], status: ['active', 'fetched'] });
         if (!redeemed) {
@@ -204,7 +204,7 @@ export class TokenEndpoint {
             access_token: accessToken,
             token_type: dpop ? 'DPoP' : 'Bearer',
             expires_in: ACCESS_TOKEN_TTL_SECONDS,
-            ...(refreshSecret ? { refresh_token: `${session.id}.${refreshSecret}` } : {}),
+            ...(refreshToken ? { refresh_token: refreshToken } : {}),
             ...(grant.authorizationDetails
                 ? { authorization_details: grant.credentialConfigurationIds.map((id) => ({ type: 'openid_credential' as const, credential_configuration_id: id, credential_identifiers: [id] })) }
                 : {})
@@ -244,8 +244,7 @@ export class TokenEndpoint {
 
         const presented = sha256Hex(body.refresh_token);
         const accessToken = Crypto.randomBytes(32).toString('base64url');
-        const refreshSecret = Crypto.randomBytes(32).toString('base64url');
-        const next = `${session.id}.${refreshSecret}`;
+        const next = `${session.id}.${Crypto.randomBytes(32).toString('base64url')}`;
         try {
             // Rotation is one optimistic update of the sealed data: of concurrent uses of one token exactly one
             // finds it current; the others re-read, find it used, and so revoke the family.

@@ -307,6 +307,13 @@ for (const dialect of DIALECTS) {
             expect(byIdentifier.statusCode, byIdentifier.payload).to.equal(200);
             const credential = (byIdentifier.result as { credentials: Array<{ credential: string }> }).credentials[0]!.credential;
             expect(sameKey((await verifyMdoc(credential, MDL_DOCTYPE)).deviceJwk, holder.publicJwk)).to.be.true();
+            // Both an identifier and a configuration id, or an identifier of a scope-authorized session: not mapped.
+            const both = await t.server.inject({
+                method: 'POST', url: '/issuers/acme/vci/credential',
+                headers: { authorization: `DPoP ${flow.tokens.accessTokenResponse.access_token}`, dpop: await dpopProof(flow.dpopKey, 'POST', `${issuerOf('acme')}/vci/credential`, { accessToken: flow.tokens.accessTokenResponse.access_token, nonce: await dpopNonce() }) },
+                payload: { credential_identifier: 'mdl', credential_configuration_id: 'mdl' }
+            });
+            expectOAuthError(both as Res, 400, 'unknown_credential_identifier');
             // An identifier that was not listed is not one.
             expectOAuthError(await credentialRequest(flow.dpopKey, flow.tokens.accessTokenResponse.access_token, 'pid', { byIdentifier: true }), 400, 'unknown_credential_identifier');
         });
@@ -331,6 +338,9 @@ for (const dialect of DIALECTS) {
             expectOAuthError(await authorize({ client_id: CLIENT_ID, response_type: 'code', redirect_uri: REDIRECT_URI }), 400, 'invalid_request');
             expectOAuthError(await authorize({ client_id: CLIENT_ID, request_uri: 'urn:ietf:params:oauth:request_uri:nothing' }), 400, 'invalid_request_uri');
             expectOAuthError(await authorize({ client_id: CLIENT_ID, request_uri: 'https://attacker.example/request' }), 400, 'invalid_request_uri');
+            const twice = await t.server.inject({ method: 'GET', url: `/issuers/acme/authorize?client_id=${CLIENT_ID}&request_uri=a&request_uri=b` });
+            expectOAuthError(twice as Res, 400, 'invalid_request_uri');
+            expect((await authorize({ client_id: CLIENT_ID, request_uri: 'x' }, 'nobody')).statusCode).to.equal(404);
             const created = await authCodeOffer();
             const pushed = await par(parBody(newVerifier(), { issuer_state: created.issuerState }));
             const requestUri = (pushed.result as { request_uri: string }).request_uri;
@@ -384,6 +394,15 @@ for (const dialect of DIALECTS) {
                 JSON.stringify([{ type: 'openid_credential', credential_configuration_id: 'pid', locations: ['https://elsewhere.example'] }]), JSON.stringify(['pid'])]) {
                 await refusedWith({ ...withoutScope, authorization_details: details }, 'invalid_authorization_details');
             }
+            const many = JSON.stringify(Array.from({ length: 21 }, () => ({ type: 'openid_credential', credential_configuration_id: 'pid' })));
+            for (const details of [many, '[null]', '[[]]', JSON.stringify([{ type: 'openid_credential', credential_configuration_id: 7 }]), JSON.stringify([{ type: 'openid_credential', credential_configuration_id: 'pid', locations: issuerOf('acme') }])]) {
+                await refusedWith({ ...withoutScope, authorization_details: details }, 'invalid_authorization_details');
+            }
+            await refusedWith(parBody(verifier, { redirect_uri: 'https://wallet.example/a b' }), 'invalid_request');
+            await refusedWith(parBody(verifier, { redirect_uri: 'https://:pw@wallet.example/cb' }), 'invalid_request');
+            // A repeated parameter is no string.
+            const repeated = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/par', payload: `${new URLSearchParams(parBody(verifier)).toString()}&state=second`, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+            expectOAuthError(repeated as Res, 400, 'invalid_request');
             await refusedWith(parBody(verifier, { state: 'x'.repeat(1025) }), 'invalid_request');
             await refusedWith(parBody(verifier, { state: 'a\u0000b' }), 'invalid_request');
             await refusedWith(parBody(verifier, { request_uri: 'urn:ietf:params:oauth:request_uri:x' }), 'invalid_request');
@@ -419,6 +438,12 @@ for (const dialect of DIALECTS) {
             const expired = await authCodeOffer();
             await t.server.db.knex('sessions').where({ id: expired.session }).update({ expiresAt: new Date(Date.now() - 1000).toISOString() });
             expect((await errorOf({ issuer_state: expired.issuerState })).error).to.equal('invalid_request');
+            const markedExpired = await authCodeOffer();
+            await t.server.db.knex('sessions').where({ id: markedExpired.session }).update({ status: 'expired' });
+            expect((await errorOf({ issuer_state: markedExpired.issuerState })).error).to.equal('invalid_request');
+            const beyondRetention = await authCodeOffer();
+            await t.server.db.knex('sessions').where({ id: beyondRetention.session }).update({ createdAt: new Date(Date.now() - 2 * 86_400_000).toISOString() });
+            expect((await errorOf({ issuer_state: beyondRetention.issuerState })).error).to.equal('invalid_request');
             // Credentials the offer does not include.
             const pidOnly = await authCodeOffer(['pid']);
             expect((await errorOf({ issuer_state: pidOnly.issuerState, scope: 'mdl' })).error).to.equal('invalid_scope');
@@ -456,6 +481,10 @@ for (const dialect of DIALECTS) {
             expectOAuthError(await token(withoutVerifier), 400, 'invalid_request');
             const { client_id: _client, ...withoutClient } = flow.redeem;
             expectOAuthError(await token(withoutClient), 400, 'invalid_request');
+            const { code: _code, ...withoutCode } = flow.redeem;
+            expectOAuthError(await token(withoutCode), 400, 'invalid_request');
+            expectOAuthError(await token({ ...flow.redeem, client_id: 'c'.repeat(256) }), 400, 'invalid_request');
+            expectOAuthError(await token({ ...flow.redeem, grant_type: 'password' }), 400, 'unsupported_grant_type');
             // Another tenant's token endpoint does not know the code.
             expectOAuthError(await token(flow.redeem, 'other'), 400, 'invalid_grant');
             // The failed attempts did not spend it: the right request gets a Bearer token (no DPoP used).
@@ -468,6 +497,9 @@ for (const dialect of DIALECTS) {
             const late = await authorized();
             await t.server.sessions.mutateData<'issuance'>(late.session, (data) => ({ ...data, authorization: { ...data.authorization!, codeExpiresAt: new Date(Date.now() - 1).toISOString() } }));
             expectOAuthError(await token(late.redeem), 400, 'invalid_grant');
+            const ended = await authorized();
+            await t.server.db.knex('sessions').where({ id: ended.session }).update({ status: 'expired' });
+            expectOAuthError(await token(ended.redeem), 400, 'invalid_grant');
             const within = await authorized();
             const row = await t.server.sessions.get(within.session);
             const expiresIn = Date.parse((row!.data as { authorization: { codeExpiresAt: string } }).authorization.codeExpiresAt) - Date.now();
@@ -509,6 +541,10 @@ for (const dialect of DIALECTS) {
             expect(retry.statusCode, retry.payload).to.equal(200);
             // Another configuration of the tenant than the authorized ones is refused.
             expectOAuthError(await credentialRequest(key, accessToken, 'mdl'), 400, 'unknown_credential_configuration');
+            // dpop_jkt alone binds the code to that key as well.
+            const boundByJkt = await authorized({ par: { dpop_jkt: key.thumbprint } });
+            expectOAuthError(await token(boundByJkt.redeem, 'acme', await tokenDpop(await newHolderKey())), 400, 'invalid_grant');
+            expect((await token(boundByJkt.redeem, 'acme', await tokenDpop(key))).statusCode).to.equal(200);
             // dpop_jkt of another key than the proof's is refused.
             const mismatch = await par(parBody(newVerifier(), { dpop_jkt: (await newHolderKey()).thumbprint }), 'acme', { dpop: await dpopProof(key, 'POST', parUrl, { nonce: await dpopNonce() }) });
             expectOAuthError(mismatch, 400, 'invalid_dpop_proof');
@@ -534,6 +570,20 @@ for (const dialect of DIALECTS) {
             expectOAuthError(await refresh(tokens.refresh_token!, key), 400, 'invalid_grant');
             expectOAuthError(await refresh(next.refresh_token, key), 400, 'invalid_grant');
             expectOAuthError(await credentialRequest(key, next.access_token), 401, 'invalid_token');
+        });
+
+        it('keeps a Bearer family Bearer and ends refreshing with the session', async () => {
+            const flow = await authorized();
+            const res = await token(flow.redeem);
+            expect(res.statusCode, res.payload).to.equal(200);
+            const bearerTokens = res.result as { refresh_token: string; token_type: string };
+            expect(bearerTokens.token_type).to.equal('Bearer');
+            expectOAuthError(await refresh(bearerTokens.refresh_token, await newHolderKey()), 400, 'invalid_grant');
+            const next = await refresh(bearerTokens.refresh_token, undefined);
+            expect(next.statusCode, next.payload).to.equal(200);
+            expect(next.result).to.include({ token_type: 'Bearer' });
+            await t.server.db.knex('sessions').where({ id: flow.session }).update({ status: 'completed' });
+            expectOAuthError(await refresh((next.result as { refresh_token: string }).refresh_token, undefined), 400, 'invalid_grant');
         });
 
         it('issues no refresh token without refreshTokenEnabled and refuses the grant', async () => {
@@ -563,6 +613,13 @@ for (const dialect of DIALECTS) {
             const authorizations = await Promise.all(Array.from({ length: CONCURRENT }, () => authorize({ client_id: CLIENT_ID, request_uri: requestUri })));
             const codes = authorizations.map((res) => redirectOf(res).searchParams.get('code')).filter(Boolean);
             expect(codes.length).to.equal(1);
+
+            // Twenty pushed requests for one issuer_state, authorized at once: one code per offer.
+            const shared = await authCodeOffer();
+            const pushes = await Promise.all(Array.from({ length: CONCURRENT }, () => par(parBody(newVerifier(), { issuer_state: shared.issuerState }))));
+            const sharedAuthorizations = await Promise.all(pushes.map((p) => authorize({ client_id: CLIENT_ID, request_uri: (p.result as { request_uri: string }).request_uri })));
+            const sharedCodes = sharedAuthorizations.map((res) => redirectOf(res).searchParams.get('code')).filter(Boolean);
+            expect(sharedCodes.length).to.equal(1);
 
             const key = await newHolderKey();
             const redeem = { grant_type: 'authorization_code', code: codes[0]!, code_verifier: verifier, redirect_uri: REDIRECT_URI, client_id: CLIENT_ID };

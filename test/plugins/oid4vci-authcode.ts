@@ -484,6 +484,7 @@ for (const dialect of DIALECTS) {
             const { code: _code, ...withoutCode } = flow.redeem;
             expectOAuthError(await token(withoutCode), 400, 'invalid_request');
             expectOAuthError(await token({ ...flow.redeem, client_id: 'c'.repeat(256) }), 400, 'invalid_request');
+            expectOAuthError(await token({ ...flow.redeem, client_id: 'wallet\u0000' }), 400, 'invalid_request');
             expectOAuthError(await token({ ...flow.redeem, grant_type: 'password' }), 400, 'unsupported_grant_type');
             // Another tenant's token endpoint does not know the code.
             expectOAuthError(await token(flow.redeem, 'other'), 400, 'invalid_grant');

@@ -13,6 +13,8 @@ export interface AuthenticatedClient {
 }
 
 const MAX_CLIENT_ID_LENGTH = 255;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 
 /**
  * The one place where the built-in authorization server authenticates wallets, at PAR and at the token endpoint
@@ -25,8 +27,8 @@ export class ClientAuthenticator {
         if (typeof clientId !== 'string' || !clientId) {
             throw new OAuthError(400, 'invalid_request', 'client_id is required');
         }
-        if (clientId.length > MAX_CLIENT_ID_LENGTH) {
-            throw new OAuthError(400, 'invalid_request', `client_id must be at most ${MAX_CLIENT_ID_LENGTH} characters`);
+        if (clientId.length > MAX_CLIENT_ID_LENGTH || CONTROL_CHARACTER.test(clientId)) {
+            throw new OAuthError(400, 'invalid_request', `client_id must be at most ${MAX_CLIENT_ID_LENGTH} characters without control characters`);
         }
         return { clientId };
     }

@@ -412,7 +412,11 @@ for (const dialect of DIALECTS) {
             expect((await par(parBody(verifier, { unknown_parameter: 'x' }))).statusCode).to.equal(201);
             expect((await par(parBody(verifier), 'nobody')).statusCode).to.equal(404);
             const json = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/par', payload: parBody(verifier) });
-            expect(json.statusCode).to.equal(415);
+            expectOAuthError(json as Res, 400, 'invalid_request');
+            const empty = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/par' });
+            expectOAuthError(empty as Res, 400, 'invalid_request');
+            const text = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/par', payload: 'x', headers: { 'content-type': 'text/plain' } });
+            expect(text.statusCode).to.equal(415);
         });
 
         it('redirects errors when the pushed request is known: no issuer_state, an unusable issuer_state, credentials outside the offer', async () => {

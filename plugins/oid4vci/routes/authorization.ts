@@ -1,6 +1,6 @@
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
-import { NotFoundError } from '../../../lib/errors';
+import { NotFoundError, OAuthError } from '../../../lib/errors';
 import type { Issuer } from '../issuer';
 import type { AuthorizationService } from '../services/authorization';
 import { anyBody, noStore, protocol, tenantParams, walletRequestOf } from './wallet';
@@ -27,13 +27,18 @@ export const authorizationRoutes = (deps: AuthorizationRouteDeps): ServerRoute[]
             path: '/issuers/{tenant}/authorize/par',
             options: {
                 ...protocol,
-                payload: { allow: ['application/x-www-form-urlencoded'], maxBytes: PAR_MAX_BYTES },
+                // JSON is let through to be refused with an OAuth error after the parameters are checked (a bad path or
+                // query answers 400 before the body's type is looked at).
+                payload: { allow: ['application/x-www-form-urlencoded', 'application/json'], maxBytes: PAR_MAX_BYTES },
                 validate: { params: tenantParams, payload: anyBody },
                 description: 'Pushed authorization request (RFC 9126): response_type=code, client_id, redirect_uri, PKCE S256, authorization_details (openid_credential) or scope, issuer_state, state; answers a single-use request_uri valid 60 s'
             },
             handler: async (request, h) => {
                 const walletRequest = walletRequestOf(deps.publicUrl, request);
                 await known(walletRequest.tenantId);
+                if (request.mime !== 'application/x-www-form-urlencoded') {
+                    throw new OAuthError(400, 'invalid_request', 'A pushed authorization request is form-encoded (application/x-www-form-urlencoded)');
+                }
                 const { dpopNonce, ...answer } = await deps.authorization.push(walletRequest, request.payload as Record<string, unknown>);
                 const response = noStore(h.response(answer).code(201));
                 return dpopNonce ? response.header('DPoP-Nonce', dpopNonce) : response;

@@ -408,6 +408,9 @@ for (const dialect of DIALECTS) {
             await refusedWith(parBody(verifier, { request_uri: 'urn:ietf:params:oauth:request_uri:x' }), 'invalid_request');
             await refusedWith(parBody(verifier, { request: 'eyJ.eyJ.sig' }), 'invalid_request');
             await refusedWith(parBody(verifier, { dpop_jkt: 'not a thumbprint' }), 'invalid_request');
+            await refusedWith(parBody(verifier, { resource: 'https://elsewhere.example' }), 'invalid_target');
+            await refusedWith(parBody(verifier, { resource: issuerOf('other') }), 'invalid_target');
+            expect((await par(parBody(verifier, { resource: issuerOf('acme') }))).statusCode).to.equal(201);
             // Unknown parameters are ignored; an unknown tenant is 404; JSON bodies are not a pushed request.
             expect((await par(parBody(verifier, { unknown_parameter: 'x' }))).statusCode).to.equal(201);
             expect((await par(parBody(verifier), 'nobody')).statusCode).to.equal(404);

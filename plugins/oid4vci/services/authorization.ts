@@ -150,6 +150,11 @@ export class AuthorizationService {
         if (typeof body.code_challenge !== 'string' || !S256_CHALLENGE.test(body.code_challenge)) {
             throw invalidRequest('code_challenge must be an S256 challenge (43 base64url characters)');
         }
+        // RFC 8707: the only protected resource here is this credential issuer.
+        const resource = optionalString(body, 'resource', LIMITS.redirectUri);
+        if (resource !== undefined && resource !== tenantUrl(this.deps.publicUrl, tenantId)) {
+            throw new OAuthError(400, 'invalid_target', 'resource may only name this credential issuer');
+        }
         const state = optionalString(body, 'state', LIMITS.state);
         const issuerState = optionalString(body, 'issuer_state', LIMITS.issuerState);
         const { ids, via } = await this.requestedCredentials(tenantId, body);

@@ -18,7 +18,7 @@ export interface IssuanceConfig {
     dPopRequired?: boolean;
     /** Default false; only false until wallet attestation is built. */
     walletAttestationRequired?: boolean;
-    /** Default false; only false until refresh tokens are built. */
+    /** Default false: authorization code grants also answer a rotating refresh token. */
     refreshTokenEnabled?: boolean;
     /** Default 5. */
     txCodeMaxAttempts?: number;
@@ -40,8 +40,8 @@ export const issuanceConfigSchema = Joi.object<IssuanceConfig, true>({
     dPopRequired: Joi.boolean().default(false).description('Require DPoP-bound access tokens'),
     walletAttestationRequired: notAvailableYet(Joi.boolean(), 'wallet attestation at the token endpoint is not available yet', (on) => on === true).default(false)
         .description('Require wallet attestation at the token endpoint. Not available yet: only false is accepted'),
-    refreshTokenEnabled: notAvailableYet(Joi.boolean(), 'refresh tokens are not available yet', (on) => on === true).default(false)
-        .description('Issue refresh tokens. Not available yet: only false is accepted'),
+    refreshTokenEnabled: Joi.boolean().default(false)
+        .description('Answer authorization code grants with a rotating, single-use refresh token (bound to the DPoP key of the access token); a reused refresh token revokes its family'),
     txCodeMaxAttempts: Joi.number().integer().min(1).max(100).default(5)
         .description('Wrong transaction codes accepted before the pre-authorized code is locked'),
     offerLifetimeSeconds: Joi.number().integer().min(1)

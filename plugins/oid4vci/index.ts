@@ -12,8 +12,11 @@ import { Issuer } from './issuer';
 import { oid4vciOptionsSchema, type Oid4vciOptions } from './options';
 import { attestationChallengeRoutes } from './routes/attestation-challenge';
 import { managementRoutes } from './routes/management';
+import { authorizationRoutes } from './routes/authorization';
 import { walletRoutes } from './routes/wallet';
+import { AuthorizationService } from './services/authorization';
 import { ClientAttestationVerifier } from './services/client-attestation';
+import { ClientAuthenticator } from './services/client-authentication';
 import { CredentialService, type CredentialStatusProvider } from './services/credentials';
 import { MetadataService } from './services/metadata';
 import { NotificationService } from './services/notifications';
@@ -37,9 +40,10 @@ declare module '@hapi/hapi' {
 }
 
 /**
- * OpenID4VCI issuance (pre-authorized code flow). Registers: the CredentialConfig, IssuanceConfig,
- * AttributeProvider and WebhookEndpoint kinds; /api/issuer/* management routes; the wallet-facing metadata,
- * offer, token, nonce, credential, notification and deferred endpoints under /issuers/{tenant}.
+ * OpenID4VCI issuance (pre-authorized and authorization code flows). Registers: the CredentialConfig,
+ * IssuanceConfig, AttributeProvider and WebhookEndpoint kinds; /api/issuer/* management routes; the wallet-facing
+ * metadata, offer, PAR, authorization, token, nonce, credential, notification and deferred endpoints under
+ * /issuers/{tenant}.
  */
 export const plugin: Hapi.Plugin<Oid4vciOptions> = {
     name: 'hallmark-oid4vci',
@@ -79,15 +83,20 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log, subjectKey });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'dpop-nonce/v1', 32)) });
-        const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop });
+        const clientAttestation = new ClientAttestationVerifier({ trust: new TrustAnchors({ registry }), singleUse });
+        server.expose('clientAttestation', clientAttestation);
+        const clients = new ClientAuthenticator();
+        const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop, clients });
+        const authorization = new AuthorizationService({ publicUrl, issuer, sessions, offers, singleUse, dpop, clients, secret: Buffer.from(nonceSecret) });
         const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, statusProvider: () => statusProvider });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
 
-        const clientAttestation = new ClientAttestationVerifier({ trust: new TrustAnchors({ registry }), singleUse });
-        server.expose('clientAttestation', clientAttestation);
-        server.route(attestationChallengeRoutes({ issuer, clientAttestation, dpop }));
-
-        server.route([...managementRoutes(offers), ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications })]);
+        server.route([
+            ...managementRoutes(offers),
+            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop }),
+            ...authorizationRoutes({ publicUrl, issuer, authorization }),
+            ...attestationChallengeRoutes({ issuer, clientAttestation, dpop })
+        ]);
     }
 };

@@ -64,13 +64,14 @@ export class Wallet {
     readonly exchanges: RecordedExchange[] = [];
     private readonly keys = new Map<string, HolderKey>();
 
-    constructor() {
+    /** `clientAuthentication`: how the wallet authenticates at PAR and token (default anonymous, as for pre-authorized codes). */
+    constructor(clientAuthentication: CallbackContext['clientAuthentication'] = clientAuthenticationAnonymous()) {
         const callbacks: Omit<CallbackContext, 'verifyJwt' | 'decryptJwe' | 'encryptJwe'> = {
             fetch: (input, init) => this.fetch(input as string | URL, init),
             hash: sha,
             generateRandom: (length) => new Uint8Array(Crypto.randomBytes(length)),
             signJwt: (signer, jwt) => this.signJwt(signer, jwt),
-            clientAuthentication: clientAuthenticationAnonymous()
+            clientAuthentication
         };
         this.client = new Openid4vciClient({ callbacks });
     }

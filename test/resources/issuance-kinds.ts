@@ -505,11 +505,11 @@ describe('IssuanceConfig', () => {
         expect(() => registry.parseDocument({ $schema: 'https://schemas.hallmark.dev/config/v3/IssuanceConfigFile.schema.json', spec: {} })).to.throw(/newer than this service supports/);
     });
 
-    it('refuses walletAttestationRequired and refreshTokenEnabled true until their features are built', () => {
+    it('refuses walletAttestationRequired true until wallet attestation is built; accepts refreshTokenEnabled', () => {
         expect(problems(issuanceConfigKind, { walletAttestationRequired: true, refreshTokenEnabled: true })).to.equal([
-            { path: 'walletAttestationRequired', message: '"walletAttestationRequired": wallet attestation at the token endpoint is not available yet' },
-            { path: 'refreshTokenEnabled', message: '"refreshTokenEnabled": refresh tokens are not available yet' }
+            { path: 'walletAttestationRequired', message: '"walletAttestationRequired": wallet attestation at the token endpoint is not available yet' }
         ]);
+        expect(valid(issuanceConfigKind, { refreshTokenEnabled: true })).to.include({ refreshTokenEnabled: true });
     });
 
     it('rejects offerLifetimeSeconds 0 and out-of-range values', () => {

@@ -8,8 +8,9 @@ import { systemContext, type Issuer } from '../issuer';
 import type { CredentialService } from '../services/credentials';
 import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
-import type { TokenEndpoint } from '../services/tokens';
-import type { SessionService } from '../../sessions/services/session-service';
+import type { DpopVerifier } from '../../../lib/oauth/dpop';
+import type { TokenEndpoint, WalletRequest } from '../services/tokens';
+import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import { sessionLogOf } from '../../sessions/session-log';
 
 export interface WalletRouteDeps {
@@ -22,16 +23,48 @@ export interface WalletRouteDeps {
     tokens: TokenEndpoint;
     credentials: CredentialService;
     notifications: NotificationService;
+    dpop: DpopVerifier;
 }
 
-const tenantParams = Joi.object({ tenant: tenantIdSchema.required() });
+export const tenantParams = Joi.object({ tenant: tenantIdSchema.required() });
 // Wallet libraries send fields of other drafts: unknown fields are ignored, as the protocols say.
-const anyBody = Joi.object().unknown(true);
-const protocol = { auth: false as const, app: { protocol: true } };
+export const anyBody = Joi.object().unknown(true);
+export const protocol = { auth: false as const, app: { protocol: true } };
 
-const noStore = (response: Hapi.ResponseObject): Hapi.ResponseObject => response.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
+export const noStore = (response: Hapi.ResponseObject): Hapi.ResponseObject => response.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
 
 const tenantOf = (request: Hapi.Request): string => request.params.tenant as string;
+
+/** A wallet request as the services see it: the tenant, the URL the wallet addressed (DPoP htu), its proofs. */
+export const walletRequestOf = (publicUrl: string, request: Hapi.Request): WalletRequest => ({
+    tenantId: request.params.tenant as string,
+    url: `${publicUrl}${request.path}`,
+    method: request.method.toUpperCase(),
+    dpop: request.headers.dpop as string | string[] | undefined,
+    headers: request.headers as Record<string, string | string[] | undefined>,
+    sessionLog: sessionLogOf(request)
+});
+
+/**
+ * A credential request of an authorization code session as the credential service takes it: by one of the
+ * credential identifiers the token response listed (each the id of a configuration the wallet was authorized for)
+ * turned into the request by that configuration; one for a configuration outside the authorization refused.
+ */
+const withinAuthorization = (session: LiveSession<'issuance'>, body: Record<string, unknown>): Record<string, unknown> => {
+    const grant = session.data.authorization;
+    if (!grant) {
+        return body;
+    }
+    const { credential_identifier: identifier, ...rest } = body;
+    const request = grant.authorizationDetails && typeof identifier === 'string' && body.credential_configuration_id === undefined && grant.credentialConfigurationIds.includes(identifier)
+        ? { ...rest, credential_configuration_id: identifier }
+        : body;
+    const id = request.credential_configuration_id;
+    if (typeof id === 'string' && !grant.credentialConfigurationIds.includes(id)) {
+        throw new OAuthError(400, 'unknown_credential_configuration', `The wallet was not authorized for credential configuration ${id}`);
+    }
+    return request;
+};
 
 export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
     const known = async (tenantId: string) => {
@@ -39,13 +72,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
             throw new NotFoundError('Unknown issuer');
         }
     };
-    const walletRequest = (request: Hapi.Request) => ({
-        tenantId: request.params.tenant as string,
-        url: `${deps.publicUrl}${request.path}`,
-        method: request.method.toUpperCase(),
-        dpop: request.headers.dpop as string | string[] | undefined,
-        sessionLog: sessionLogOf(request)
-    });
+    const walletRequest = (request: Hapi.Request) => walletRequestOf(deps.publicUrl, request);
     const refuseQueryToken = (request: Hapi.Request) => {
         if ('access_token' in request.query) {
             throw new OAuthError(400, 'invalid_request', 'Access tokens are not accepted in the query string');
@@ -110,17 +137,22 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                 ...protocol,
                 payload: { allow: ['application/x-www-form-urlencoded', 'application/json'] },
                 validate: { params: tenantParams, payload: anyBody },
-                description: 'Token endpoint (pre-authorized code grant; DPoP optional or required by the issuance config)'
+                description: 'Token endpoint: pre-authorized code, authorization code (PKCE S256) and refresh token grants; DPoP optional or required by the issuance config, with server nonces in the authorization code flow'
             },
-            handler: async (request, h) => noStore(h.response(await deps.tokens.exchange(walletRequest(request), request.payload as object)))
+            handler: async (request, h) => {
+                const answer = await deps.tokens.exchange(walletRequest(request), request.payload as object);
+                // A fresh nonce for the wallet's next DPoP proof (credential, notification and refresh requests).
+                const response = noStore(h.response(answer));
+                return answer.token_type === 'DPoP' ? response.header('DPoP-Nonce', deps.dpop.nonce()) : response;
+            }
         },
         {
             method: 'POST',
             path: '/issuers/{tenant}/vci/nonce',
-            options: { ...protocol, payload: { failAction: 'ignore' }, validate: { params: tenantParams }, description: 'A fresh, single-use c_nonce' },
+            options: { ...protocol, payload: { failAction: 'ignore' }, validate: { params: tenantParams }, description: 'A fresh, single-use c_nonce, and a fresh DPoP nonce in the DPoP-Nonce header' },
             handler: async (request, h) => {
                 await known(tenantOf(request));
-                return noStore(h.response({ c_nonce: await deps.credentials.nonce(tenantOf(request)) }));
+                return noStore(h.response({ c_nonce: await deps.credentials.nonce(tenantOf(request)) })).header('DPoP-Nonce', deps.dpop.nonce());
             }
         },
         {
@@ -131,7 +163,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
                 const log = sessionLogOf(request).bind(session, 'credential');
-                return noStore(h.response(await deps.credentials.issue(session, request.payload as object, log)));
+                return noStore(h.response(await deps.credentials.issue(session, withinAuthorization(session, request.payload as Record<string, unknown>), log)));
             }
         },
         {

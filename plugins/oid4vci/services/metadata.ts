@@ -1,7 +1,8 @@
 import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
 import { flattenFields } from '../formats/claims';
 import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
-import { PRE_AUTHORIZED_GRANT } from './offers';
+import { AUTHORIZATION_CODE_GRANT, PRE_AUTHORIZED_GRANT } from './offers';
+import { REFRESH_TOKEN_GRANT } from './tokens';
 
 type Metadata = Record<string, unknown>;
 
@@ -75,11 +76,22 @@ export class MetadataService {
             ...(settings.display?.length ? { display: settings.display } : {}),
             credential_configurations_supported: Object.fromEntries(credentials.map((c) => [c.id, configurationMetadata(c)]))
         };
+        const scopes = [...new Set(credentials.map((c) => c.config.scope).filter((scope): scope is string => !!scope))];
+        // RFC 8414 with RFC 9126 (PAR, required), RFC 7636 (S256 only), RFC 9207 (iss) and RFC 9449 (DPoP), as HAIP asks.
         const authorizationServer: Metadata = {
             issuer: base,
+            authorization_endpoint: `${base}/authorize`,
+            pushed_authorization_request_endpoint: `${base}/authorize/par`,
+            require_pushed_authorization_requests: true,
             token_endpoint: `${base}/authorize/token`,
-            grant_types_supported: [PRE_AUTHORIZED_GRANT],
+            response_types_supported: ['code'],
+            response_modes_supported: ['query'],
+            grant_types_supported: [PRE_AUTHORIZED_GRANT, AUTHORIZATION_CODE_GRANT, ...(settings.refreshTokenEnabled ? [REFRESH_TOKEN_GRANT] : [])],
             'pre-authorized_grant_anonymous_access_supported': true,
+            code_challenge_methods_supported: ['S256'],
+            authorization_response_iss_parameter_supported: true,
+            authorization_details_types_supported: ['openid_credential'],
+            ...(scopes.length ? { scopes_supported: scopes } : {}),
             token_endpoint_auth_methods_supported: ['none'],
             dpop_signing_alg_values_supported: ['ES256'],
             jwks_uri: `${base}/jwks`

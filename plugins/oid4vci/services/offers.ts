@@ -10,6 +10,15 @@ import { sha256Hex, type SessionService } from '../../sessions/services/session-
 import { tenantUrl, type Issuer } from '../issuer';
 
 export const PRE_AUTHORIZED_GRANT = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
+export const AUTHORIZATION_CODE_GRANT = 'authorization_code';
+
+/**
+ * The codeHash column holds the hash of the value that redeems a session: the pre-authorized code, or for an
+ * authorization code offer first its issuer_state, then (once authorized) the authorization code. Each kind is
+ * hashed with its own prefix, so a value of one kind never finds a session through another kind's lookup.
+ */
+export const issuerStateHash = (issuerState: string): string => sha256Hex(`issuer_state:${issuerState}`);
+export const authorizationCodeHash = (code: string): string => sha256Hex(`authorization_code:${code}`);
 
 export type ClaimSource = { type: 'inline'; claims: Record<string, unknown> } | { type: 'attributeProvider'; attributeProviderId: string };
 
@@ -68,8 +77,41 @@ export interface IssuanceData {
     dpopJkt?: string;
     /** HMAC of the offer's subject (subjectHash()); the subject itself is never stored. */
     subjectHash?: string;
+    /** Absent for pre-authorized offers (sessions stored before this field existed are pre-authorized too). */
+    flow?: 'authorization_code';
+    /** Set when the wallet was authorized for an authorization code offer (its code, PKCE and client binding). */
+    authorization?: AuthorizationGrant;
+    /** The refresh token family of an authorization code session (refreshTokenEnabled). */
+    refresh?: RefreshFamily;
     issued: Array<{ credentialConfigurationId: string; notificationId: string; at: string }>;
     events: Array<{ notificationId: string; event: string; description?: string; at: string }>;
+}
+
+export interface AuthorizationGrant {
+    clientId: string;
+    redirectUri: string;
+    /** PKCE S256 challenge of the pushed request. */
+    codeChallenge: string;
+    /** The DPoP key the code is bound to (a DPoP proof or dpop_jkt at PAR, RFC 9449 section 10). */
+    dpopJkt?: string;
+    credentialConfigurationIds: string[];
+    /**
+     * The wallet named the credentials by authorization_details: the token response then lists them with their
+     * credential identifiers (OpenID4VCI 6.2), each the configuration id, as this issuer has one dataset per configuration.
+     */
+    authorizationDetails: boolean;
+    codeExpiresAt: string;
+}
+
+export interface RefreshFamily {
+    /** Hash of the one refresh token that may be used next. */
+    hash: string;
+    /** Hashes of refresh tokens already used (the most recent ones): presenting one again revokes the family. */
+    used: string[];
+    clientId: string;
+    /** The DPoP key every refresh must be signed with (the key of the first token), when the tokens are DPoP-bound. */
+    jkt?: string;
+    revokedAt?: string;
 }
 
 declare module '../../sessions/services/session-service' {
@@ -92,10 +134,8 @@ export class OfferService {
     }) {}
 
     async create(ctx: TenantContext & { tenantId: string }, request: OfferRequest): Promise<{ session: string; uri: string; tx_code?: string }> {
-        if (request.flow !== 'pre_authorized_code') {
-            throw new ValidationError('Only the pre_authorized_code flow is available', [{ path: 'flow', message: 'authorization_code needs the authorization server, which this deployment does not offer yet' }]);
-        }
         const { publicUrl, issuer, sessions } = this.deps;
+        const authorizationCode = request.flow === 'authorization_code';
         for (const id of request.credentialConfigurationIds) {
             const credential = await issuer.credentialConfig(ctx.tenantId, id);
             if (!credential) {
@@ -104,6 +144,13 @@ export class OfferService {
             if (credential.activeCredentials?.enabled && request.subject === undefined) {
                 throw new ValidationError(`Credential configuration ${id} keeps one active credential per subject: the offer needs a subject`, [{ path: 'subject', message: `is required for ${id} (activeCredentials)` }]);
             }
+            // HAIP: every configuration offered for the authorization code flow has a scope the wallet may request.
+            if (authorizationCode && !credential.config.scope) {
+                throw new ValidationError(`Credential configuration ${id} has no scope`, [{ path: 'credentialConfigurationIds', message: `${id} needs config.scope to be offered with the authorization_code flow` }]);
+            }
+        }
+        if (authorizationCode && request.tx_code !== undefined) {
+            throw new ValidationError('tx_code belongs to the pre-authorized code flow', [{ path: 'tx_code', message: 'is not allowed with flow authorization_code' }]);
         }
         for (const id of Object.keys(request.credentialClaims ?? {})) {
             if (!request.credentialConfigurationIds.includes(id)) {
@@ -121,12 +168,14 @@ export class OfferService {
         const offer = {
             credential_issuer: baseUrl,
             credential_configuration_ids: request.credentialConfigurationIds,
-            grants: {
-                [PRE_AUTHORIZED_GRANT]: {
-                    'pre-authorized_code': code,
-                    ...(txCode ? { tx_code: { input_mode: 'numeric', length: txCode.length, ...(request.tx_code_description ? { description: request.tx_code_description } : {}) } } : {})
+            grants: authorizationCode
+                ? { [AUTHORIZATION_CODE_GRANT]: { issuer_state: code } }
+                : {
+                    [PRE_AUTHORIZED_GRANT]: {
+                        'pre-authorized_code': code,
+                        ...(txCode ? { tx_code: { input_mode: 'numeric', length: txCode.length, ...(request.tx_code_description ? { description: request.tx_code_description } : {}) } } : {})
+                    }
                 }
-            }
         };
         const lifetime = request.offerLifetimeSeconds ?? settings.offerLifetimeSeconds;
         const retention = await this.retentionSeconds(ctx.tenantId);
@@ -134,6 +183,7 @@ export class OfferService {
         const data: IssuanceData = {
             offer,
             claims: request.credentialClaims ?? {},
+            ...(authorizationCode ? { flow: 'authorization_code' as const } : {}),
             ...(txCode ? { txCodeHash: sha256Hex(txCode) } : {}),
             ...(webhook ? { webhook } : {}),
             ...(request.subject !== undefined ? { subjectHash: subjectHash(this.deps.subjectKey, ctx.tenantId, request.subject) } : {}),
@@ -146,7 +196,7 @@ export class OfferService {
             credentialConfigurationIds: request.credentialConfigurationIds,
             reference: request.reference ?? null,
             offerId: request.byReference ? offerId : null,
-            codeHash: sha256Hex(code),
+            codeHash: authorizationCode ? issuerStateHash(code) : sha256Hex(code),
             expiresAt,
             data
         });

@@ -5,9 +5,17 @@ import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import { sha256Hex, type SessionService } from '../../sessions/services/session-service';
 import type { RequestSessionLog } from '../../sessions/session-log';
 import type { Issuer } from '../issuer';
-import { PRE_AUTHORIZED_GRANT, type OfferService } from './offers';
+import type { ClientAuthenticator } from './client-authentication';
+import { AUTHORIZATION_CODE_GRANT, authorizationCodeHash, PRE_AUTHORIZED_GRANT, type OfferService } from './offers';
 
 export const ACCESS_TOKEN_TTL_SECONDS = 300;
+export const REFRESH_TOKEN_GRANT = 'refresh_token';
+/** Used refresh tokens remembered per family: a replay of any of them revokes the family. */
+const REMEMBERED_REFRESH_TOKENS = 100;
+// RFC 7636 4.1: 43 to 128 unreserved characters.
+const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
+// A refresh token names its session (a UUID) and carries 32 random bytes.
+const REFRESH_TOKEN = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.([A-Za-z0-9_-]{43})$/;
 
 const invalidGrant = (description: string) => new OAuthError(400, 'invalid_grant', description);
 /** One answer for a wrong tx_code and for a right one that lost a race, so the answer never tells which was right. */
@@ -19,10 +27,36 @@ const sameHash = (value: string, hash: string): boolean => {
     return a.length === b.length && Crypto.timingSafeEqual(a, b);
 };
 
+const sameValue = (a: string, b: string): boolean => {
+    const x = Buffer.from(a);
+    const y = Buffer.from(b);
+    return x.length === y.length && Crypto.timingSafeEqual(x, y);
+};
+
 export interface TokenRequest {
     grant_type?: string;
     'pre-authorized_code'?: string;
     tx_code?: string;
+    code?: string;
+    code_verifier?: string;
+    redirect_uri?: string;
+    refresh_token?: string;
+    client_id?: string;
+}
+
+export interface TokenAnswer {
+    access_token: string;
+    token_type: 'Bearer' | 'DPoP';
+    expires_in: number;
+    refresh_token?: string;
+    authorization_details?: Array<{ type: 'openid_credential'; credential_configuration_id: string; credential_identifiers: string[] }>;
+}
+
+/** Thrown out of a refresh token rotation to abandon it. */
+class RefreshRefused extends Error {
+    constructor(readonly reused: boolean) {
+        super('refresh refused');
+    }
 }
 
 export interface WalletRequest {
@@ -30,18 +64,46 @@ export interface WalletRequest {
     url: string;
     method: string;
     dpop?: string | string[];
+    /** All request headers (client authentication reads its own). */
+    headers?: Record<string, string | string[] | undefined>;
     /** The request's session flow log: the token endpoint binds the session it resolves by the code. */
     sessionLog: RequestSessionLog;
 }
 
-/** Pre-authorized code grant: the code is single use, the tx_code locks after `txCodeMaxAttempts` guesses. */
+/**
+ * The token endpoint. Pre-authorized code grant: the code is single use, the tx_code locks after
+ * `txCodeMaxAttempts` guesses. Authorization code grant (HAIP): PKCE S256, the client and redirect URI of the pushed
+ * request, a 60 s single-use code, DPoP with server nonces. Refresh token grant (refreshTokenEnabled): rotating,
+ * single-use tokens bound to the client and the DPoP key of the first token; a replayed one revokes its family.
+ */
 export class TokenEndpoint {
-    constructor(private readonly deps: { issuer: Issuer; sessions: SessionService; offers: OfferService; dpop: DpopVerifier }) {}
+    constructor(private readonly deps: { issuer: Issuer; sessions: SessionService; offers: OfferService; dpop: DpopVerifier; clients: ClientAuthenticator }) {}
 
-    async exchange(request: WalletRequest, body: TokenRequest): Promise<{ access_token: string; token_type: 'Bearer' | 'DPoP'; expires_in: number }> {
-        if (body.grant_type !== PRE_AUTHORIZED_GRANT) {
-            throw new OAuthError(400, 'unsupported_grant_type', `Only ${PRE_AUTHORIZED_GRANT} is supported`);
+    async exchange(request: WalletRequest, body: TokenRequest): Promise<TokenAnswer> {
+        switch (body.grant_type) {
+            case PRE_AUTHORIZED_GRANT:
+                return this.preAuthorized(request, body);
+            case AUTHORIZATION_CODE_GRANT:
+                return this.authorizationCode(request, body);
+            case REFRESH_TOKEN_GRANT:
+                return this.refresh(request, body);
+            default:
+                throw new OAuthError(400, 'unsupported_grant_type', `grant_type must be ${PRE_AUTHORIZED_GRANT}, ${AUTHORIZATION_CODE_GRANT} or ${REFRESH_TOKEN_GRANT}`);
         }
+    }
+
+    /** The verified DPoP proof of a token request, when it has one; required by dPopRequired, nonces by the flow. */
+    private async tokenDpop(request: WalletRequest, dPopRequired: boolean, requireNonce: boolean) {
+        const dpop = request.dpop !== undefined
+            ? await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url, requireNonce })
+            : undefined;
+        if (!dpop && dPopRequired) {
+            throw new OAuthError(400, 'invalid_dpop_proof', 'This issuer requires a DPoP proof');
+        }
+        return dpop;
+    }
+
+    private async preAuthorized(request: WalletRequest, body: TokenRequest): Promise<TokenAnswer> {
         const code = body['pre-authorized_code'];
         if (typeof code !== 'string' || !code) {
             throw new OAuthError(400, 'invalid_request', 'pre-authorized_code is required as a string');
@@ -51,12 +113,7 @@ export class TokenEndpoint {
         }
         const { sessions, issuer, offers } = this.deps;
         const settings = await issuer.settings(request.tenantId);
-        const dpop = request.dpop !== undefined
-            ? await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url })
-            : undefined;
-        if (!dpop && settings.dPopRequired) {
-            throw new OAuthError(400, 'invalid_dpop_proof', 'This issuer requires a DPoP proof');
-        }
+        const dpop = await this.tokenDpop(request, settings.dPopRequired, false);
 
         const session = await sessions.findBy('issuance', request.tenantId, 'codeHash', sha256Hex(code));
         if (!session) {
@@ -89,6 +146,143 @@ export class TokenEndpoint {
         }
         log.info({ event: 'token_issued', tokenType: dpop ? 'DPoP' : 'Bearer' }, 'access token issued');
         return { access_token: accessToken, token_type: dpop ? 'DPoP' : 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS };
+    }
+
+    private async authorizationCode(request: WalletRequest, body: TokenRequest): Promise<TokenAnswer> {
+        for (const name of ['code', 'code_verifier', 'redirect_uri'] as const) {
+            if (typeof body[name] !== 'string' || !body[name]) {
+                throw new OAuthError(400, 'invalid_request', `${name} is required as a string`);
+            }
+        }
+        const client = await this.deps.clients.authenticate({ tenantId: request.tenantId, headers: request.headers ?? {}, body: body as Record<string, unknown> });
+        const { sessions, issuer } = this.deps;
+        const settings = await issuer.settings(request.tenantId);
+        const dpop = await this.tokenDpop(request, settings.dPopRequired, true);
+
+        // Found by an authorization code, the session has the grant that issued it.
+        const session = await sessions.findBy('issuance', request.tenantId, 'codeHash', authorizationCodeHash(body.code!));
+        if (!session) {
+            throw invalidGrant('The authorization code is not valid');
+        }
+        const grant = session.data.authorization!;
+        const log = request.sessionLog.bind(session, 'token');
+        if (session.codeUsedAt) {
+            throw invalidGrant('The authorization code has already been used');
+        }
+        if (Date.parse(grant.codeExpiresAt) <= Date.now() || ['completed', 'failed', 'expired'].includes(session.status)) {
+            throw invalidGrant('The authorization code has expired');
+        }
+        if (client.clientId !== grant.clientId) {
+            throw invalidGrant('The authorization code was issued to another client');
+        }
+        if (body.redirect_uri !== grant.redirectUri) {
+            throw invalidGrant('redirect_uri is not the one of the authorization request');
+        }
+        if (!CODE_VERIFIER.test(body.code_verifier!) || !sameValue(Crypto.createHash('sha256').update(body.code_verifier!, 'ascii').digest('base64url'), grant.codeChallenge)) {
+            throw invalidGrant('code_verifier does not match the code_challenge');
+        }
+        if (grant.dpopJkt && dpop?.jkt !== grant.dpopJkt) {
+            throw invalidGrant('The authorization code is bound to another DPoP key');
+        }
+
+        const accessToken = Crypto.randomBytes(32).toString('base64url');
+        const refreshToken = settings.refreshTokenEnabled ? `${session.id}.${Crypto.randomBytes(32).toString('base64url')}` : undefined;
+        const redeemed = await sessions.update(session.id, {
+            codeUsedAt: new Date().toISOString(),
+            accessTokenHash: sha256Hex(accessToken),
+            accessTokenExpiresAt: new Date(Date.now() + ACCESS_TOKEN_TTL_SECONDS * 1000).toISOString(),
+            data: {
+                ...session.data,
+                ...(dpop ? { dpopJkt: dpop.jkt } : {}),
+                ...(refreshToken ? { refresh: { hash: sha256Hex(refreshToken), used: [], clientId: client.clientId, ...(dpop ? { jkt: dpop.jkt } : {}) } } : {})
+            }
+        }, { isNull: ['codeUsedAt'], status: ['active', 'fetched'] });
+        if (!redeemed) {
+            throw invalidGrant('The authorization code has already been used');
+        }
+        log.info({ event: 'token_issued', tokenType: dpop ? 'DPoP' : 'Bearer', grant: AUTHORIZATION_CODE_GRANT }, 'access token issued');
+        return {
+            access_token: accessToken,
+            token_type: dpop ? 'DPoP' : 'Bearer',
+            expires_in: ACCESS_TOKEN_TTL_SECONDS,
+            ...(refreshToken ? { refresh_token: refreshToken } : {}),
+            ...(grant.authorizationDetails
+                ? { authorization_details: grant.credentialConfigurationIds.map((id) => ({ type: 'openid_credential' as const, credential_configuration_id: id, credential_identifiers: [id] })) }
+                : {})
+        };
+    }
+
+    private async refresh(request: WalletRequest, body: TokenRequest): Promise<TokenAnswer> {
+        if (typeof body.refresh_token !== 'string' || !body.refresh_token) {
+            throw new OAuthError(400, 'invalid_request', 'refresh_token is required as a string');
+        }
+        const client = await this.deps.clients.authenticate({ tenantId: request.tenantId, headers: request.headers ?? {}, body: body as Record<string, unknown> });
+        const { sessions, issuer, offers } = this.deps;
+        const settings = await issuer.settings(request.tenantId);
+        if (!settings.refreshTokenEnabled) {
+            throw invalidGrant('This issuer does not accept refresh tokens');
+        }
+        const dpop = await this.tokenDpop(request, settings.dPopRequired, true);
+        const notValid = () => invalidGrant('The refresh token is not valid');
+        const match = REFRESH_TOKEN.exec(body.refresh_token);
+        const found = match ? await sessions.get(match[1]!) : undefined;
+        const session = found?.type === 'issuance' && found.tenantId === request.tenantId && found.data ? found as LiveSession<'issuance'> : undefined;
+        const family = session?.data.refresh;
+        if (!session || !family || family.revokedAt) {
+            throw notValid();
+        }
+        const log = request.sessionLog.bind(session, 'token');
+        const retentionSeconds = await offers.retentionSeconds(request.tenantId);
+        if (['completed', 'failed', 'expired'].includes(session.status) || Date.parse(session.createdAt) + retentionSeconds * 1000 <= Date.now()) {
+            throw invalidGrant('The issuance session of this refresh token is over');
+        }
+        if (client.clientId !== family.clientId) {
+            throw invalidGrant('The refresh token was issued to another client');
+        }
+        if (family.jkt !== dpop?.jkt) {
+            throw invalidGrant(family.jkt ? 'The refresh token is bound to another DPoP key' : 'The refresh token is not DPoP-bound');
+        }
+
+        const presented = sha256Hex(body.refresh_token);
+        const accessToken = Crypto.randomBytes(32).toString('base64url');
+        const next = `${session.id}.${Crypto.randomBytes(32).toString('base64url')}`;
+        try {
+            // Rotation is one optimistic update of the sealed data: of concurrent uses of one token exactly one
+            // finds it current; the others re-read, find it used, and so revoke the family.
+            const rotated = await sessions.mutateData<'issuance'>(session, (data) => {
+                const current = data.refresh!;
+                if (current.revokedAt || current.hash !== presented) {
+                    throw new RefreshRefused(!current.revokedAt && current.used.includes(presented));
+                }
+                return { ...data, refresh: { ...current, hash: sha256Hex(next), used: [...current.used, presented].slice(-REMEMBERED_REFRESH_TOKENS) } };
+            }, {
+                accessTokenHash: sha256Hex(accessToken),
+                accessTokenExpiresAt: new Date(Date.now() + ACCESS_TOKEN_TTL_SECONDS * 1000).toISOString()
+            }, { status: ['active', 'fetched'] });
+            if (!rotated) {
+                throw notValid();
+            }
+        }
+        catch (err) {
+            if (!(err instanceof RefreshRefused)) {
+                throw err;
+            }
+            if (err.reused) {
+                await this.revokeFamily(session);
+                log.warn({ event: 'refresh_token_reused' }, 'a used refresh token was presented again: its family is revoked');
+            }
+            throw notValid();
+        }
+        log.info({ event: 'token_issued', tokenType: dpop ? 'DPoP' : 'Bearer', grant: REFRESH_TOKEN_GRANT }, 'access token refreshed');
+        return { access_token: accessToken, token_type: dpop ? 'DPoP' : 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS, refresh_token: next };
+    }
+
+    /** Ends a refresh token family: no refresh token of it is accepted again, and its access token stops working. */
+    private async revokeFamily(session: Session): Promise<void> {
+        await this.deps.sessions.mutateData<'issuance'>(session.id, (data) => ({ ...data, refresh: { ...data.refresh!, revokedAt: new Date().toISOString() } }), {
+            accessTokenHash: null,
+            accessTokenExpiresAt: null
+        });
     }
 
     /**
@@ -142,7 +336,11 @@ export class TokenEndpoint {
             }
             let proof;
             try {
-                proof = await this.deps.dpop.verify({ tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url, accessToken: token });
+                // Tokens of the authorization code flow (HAIP) need server nonces in their proofs as well.
+                proof = await this.deps.dpop.verify({
+                    tenantId: request.tenantId, proof: Array.isArray(request.dpop) ? request.dpop.join(',') : request.dpop, method: request.method, url: request.url, accessToken: token,
+                    requireNonce: session.data.authorization !== undefined
+                });
             }
             catch (err) {
                 // At a protected resource a bad proof is a 401 with a DPoP challenge (RFC 9449 section 7.1). Anything

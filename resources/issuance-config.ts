@@ -1,6 +1,5 @@
 import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
-import { notAvailableYet } from './shared/not-available';
 
 /** Issuer-wide display entry, published in the credential issuer metadata. */
 export interface IssuerDisplay {
@@ -38,8 +37,8 @@ export const issuanceConfigSchema = Joi.object<IssuanceConfig, true>({
     batchSize: Joi.number().integer().min(1).max(100).default(1)
         .description('Credentials issued per credential request (batch issuance), 1 to 100'),
     dPopRequired: Joi.boolean().default(false).description('Require DPoP-bound access tokens'),
-    walletAttestationRequired: notAvailableYet(Joi.boolean(), 'wallet attestation at the token endpoint is not available yet', (on) => on === true).default(false)
-        .description('Require wallet attestation at the token endpoint. Not available yet: only false is accepted'),
+    walletAttestationRequired: Joi.boolean().default(false)
+        .description('Require wallet attestation (attest_jwt_client_auth: a wallet provider of the tenant\'s trust lists) at PAR and at the token endpoint'),
     refreshTokenEnabled: Joi.boolean().default(false)
         .description('Answer authorization code grants with a rotating, single-use refresh token (bound to the DPoP key of the access token); a reused refresh token revokes its family'),
     txCodeMaxAttempts: Joi.number().integer().min(1).max(100).default(5)

@@ -85,7 +85,7 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'dpop-nonce/v1', 32)) });
         const clientAttestation = new ClientAttestationVerifier({ trust: new TrustAnchors({ registry }), singleUse });
         server.expose('clientAttestation', clientAttestation);
-        const clients = new ClientAuthenticator();
+        const clients = new ClientAuthenticator({ publicUrl, issuer, attestation: clientAttestation });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop, clients });
         const authorization = new AuthorizationService({ publicUrl, issuer, sessions, offers, singleUse, dpop, clients, secret: Buffer.from(nonceSecret) });
         const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, statusProvider: () => statusProvider });

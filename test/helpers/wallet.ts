@@ -32,6 +32,7 @@ export interface RecordedExchange {
     requestBody?: string;
     status: number;
     responseHeaders: Record<string, string>;
+    responseBody: string;
 }
 
 export interface ReceiveOptions {
@@ -92,7 +93,8 @@ export class Wallet {
             requestHeaders: headersOf(init?.headers),
             ...(typeof init?.body === 'string' ? { requestBody: init.body } : init?.body instanceof URLSearchParams ? { requestBody: init.body.toString() } : {}),
             status: response.status,
-            responseHeaders: headersOf(response.headers)
+            responseHeaders: headersOf(response.headers),
+            responseBody: await response.clone().text()
         });
         return response;
     }

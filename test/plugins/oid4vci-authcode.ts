@@ -3,12 +3,13 @@ import Fs from 'node:fs';
 import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
-import { clientAuthenticationNone, Oauth2Client } from '@openid4vc/oauth2';
+import { clientAuthenticationClientAttestationJwt, clientAuthenticationNone, createClientAttestationJwt, Oauth2Client, type Jwk, type JwtSigner } from '@openid4vc/oauth2';
 import type { CredentialOfferObject, IssuerMetadataResult } from '@openid4vc/openid4vci';
 import * as Jose from 'jose';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { freePort } from '../helpers/net';
+import { party, type Party } from '../helpers/pki';
 import { startTestServer, type TestServer } from '../helpers/server';
 import { newHolderKey, sameKey, verifyMdoc, verifySdJwtVc, Wallet, type HolderKey } from '../helpers/wallet';
 
@@ -67,6 +68,8 @@ for (const dialect of DIALECTS) {
         let publicUrl: string;
         const admins: Record<string, string> = {};
         const issuerOf = (tenant: string) => `${publicUrl}/issuers/${tenant}`;
+        let walletProviderRoot: Party;
+        let walletAttestationSigner: Party;
 
         const api = async (token: string, method: string, url: string, payload?: object) => {
             const res = await t.server.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
@@ -78,7 +81,7 @@ for (const dialect of DIALECTS) {
             publicUrl = `http://127.0.0.1:${port}`;
             t = await startTestServer(dialect, { listen: true, env: { PORT: String(port), PUBLIC_URL: publicUrl } });
             const root = await rootToken(t.server);
-            for (const tenant of ['acme', 'other', 'norefresh']) {
+            for (const tenant of ['acme', 'other', 'norefresh', 'attested']) {
                 await createTenant(t.server, root, tenant);
                 admins[tenant] = (await clientWithToken(t.server, root, { clientId: `${tenant}-admin`, roles: ['tenant:admin'], tenantId: tenant })).token;
                 const chain = await api(admins[tenant]!, 'POST', '/api/key-chain', ISSUER_KEY_CHAIN);
@@ -92,6 +95,13 @@ for (const dialect of DIALECTS) {
                 const config = await api(admins[tenant]!, 'PUT', '/api/issuer/config', { refreshTokenEnabled: true });
                 expect(config.status, config.payload).to.equal(200);
             }
+            // A HAIP issuer: wallets authenticate by a wallet attestation of a provider its trust list names.
+            walletProviderRoot = await party('Wallet Provider Root', null, { ca: true });
+            walletAttestationSigner = await party('Wallet Attestation Signer', walletProviderRoot);
+            const trust = await api(admins.attested!, 'POST', '/api/trust-lists', { id: 'wallets', entities: [{ name: 'Wallet provider', serviceType: 'wallet-provider', certificates: [walletProviderRoot.cert.toString('pem')] }] });
+            expect(trust.status, trust.payload).to.equal(201);
+            const attested = await api(admins.attested!, 'PUT', '/api/issuer/config', { walletAttestationRequired: true, refreshTokenEnabled: true });
+            expect(attested.status, attested.payload).to.equal(200);
         });
 
         after(async () => {
@@ -180,8 +190,8 @@ for (const dialect of DIALECTS) {
         // --- the wallet libraries end to end -------------------------------------------------------------------------
 
         /** The whole flow as a HAIP wallet does it: offer, metadata, PAR, authorization, token, nonce, credential. */
-        const walletFlow = async (wallet: Wallet, configurationId: string, how: 'scope' | 'authorization_details') => {
-            const created = await authCodeOffer([configurationId]);
+        const walletFlow = async (wallet: Wallet, configurationId: string, how: 'scope' | 'authorization_details', tenant = 'acme') => {
+            const created = await authCodeOffer([configurationId], tenant);
             const credentialOffer: CredentialOfferObject = await wallet.client.resolveCredentialOffer(created.uri);
             const issuerMetadata: IssuerMetadataResult = await wallet.client.resolveIssuerMetadata(credentialOffer.credential_issuer);
             const dpopKey = await wallet.key();
@@ -230,7 +240,10 @@ for (const dialect of DIALECTS) {
             expect(metadata.response_types_supported).to.equal(['code']);
             expect(metadata.grant_types_supported).to.equal(['urn:ietf:params:oauth:grant-type:pre-authorized_code', 'authorization_code', 'refresh_token']);
             expect(metadata.dpop_signing_alg_values_supported).to.equal(['ES256']);
-            expect(metadata.token_endpoint_auth_methods_supported).to.equal(['none']);
+            // Wallet attestation is accepted beside public clients, with the challenge endpoint of the draft.
+            expect(metadata.token_endpoint_auth_methods_supported).to.equal(['none', 'attest_jwt_client_auth']);
+            expect(metadata.challenge_endpoint).to.equal(`${issuerOf('acme')}/authorize/challenge`);
+            expect(metadata['pre-authorized_grant_anonymous_access_supported']).to.equal(true);
             expect((metadata.scopes_supported as string[]).sort()).to.equal(['mdl', 'pid']);
             // Without refreshTokenEnabled the refresh_token grant is not advertised.
             const plain = await (await fetch(`${publicUrl}/.well-known/oauth-authorization-server/issuers/norefresh`)).json() as Record<string, unknown>;
@@ -316,6 +329,71 @@ for (const dialect of DIALECTS) {
             expectOAuthError(both as Res, 400, 'unknown_credential_identifier');
             // An identifier that was not listed is not one.
             expectOAuthError(await credentialRequest(flow.dpopKey, flow.tokens.accessTokenResponse.access_token, 'pid', { byIdentifier: true }), 400, 'unknown_credential_identifier');
+        });
+
+        /** A wallet authenticating by a wallet attestation its provider signed for a fresh instance key, as @openid4vc/oauth2 sends it. */
+        const attestedWallet = async (clientId = CLIENT_ID, signer: Party = walletAttestationSigner) => {
+            const { privateKey, publicKey } = await Jose.generateKeyPair('ES256', { extractable: true });
+            const instanceJwk = await Jose.exportJWK(publicKey) as Jwk;
+            const signJwt = async (jwtSigner: JwtSigner, jwt: { header: Record<string, unknown>; payload: Record<string, unknown> }) => ({
+                jwt: await new Jose.SignJWT(jwt.payload).setProtectedHeader(jwt.header as Jose.JWTHeaderParameters).sign(jwtSigner.method === 'x5c' ? signer.privateKey : privateKey),
+                signerJwk: instanceJwk
+            });
+            const clientAttestationJwt = await createClientAttestationJwt({
+                issuer: 'https://wallet-provider.example',
+                clientId,
+                expiresAt: new Date(Date.now() + 3600_000),
+                confirmation: { jwk: instanceJwk },
+                signer: { method: 'x5c', alg: 'ES256', x5c: [Buffer.from(signer.cert.rawData).toString('base64')] },
+                callbacks: { signJwt }
+            });
+            return new Wallet(clientAuthenticationClientAttestationJwt({ clientAttestationJwt, callbacks: { signJwt, generateRandom: (n) => new Uint8Array(Crypto.randomBytes(n)) } }));
+        };
+
+        it('issues both formats to a wallet authenticated by its wallet attestation where the issuer requires one (HAIP)', async () => {
+            const metadata = await (await fetch(`${publicUrl}/.well-known/oauth-authorization-server/issuers/attested`)).json() as Record<string, unknown>;
+            expect(metadata.token_endpoint_auth_methods_supported).to.equal(['attest_jwt_client_auth']);
+            expect(metadata['pre-authorized_grant_anonymous_access_supported']).to.equal(false);
+
+            const sdJwtWallet = await attestedWallet();
+            const sdJwt = await walletFlow(sdJwtWallet, 'pid', 'scope', 'attested');
+            expect((await verifySdJwtVc(sdJwt.credential)).payload).to.include({ iss: issuerOf('attested'), family_name: 'Mustermann' });
+            // PAR and token each carried the attestation and a PoP of their own.
+            const authenticated = sdJwtWallet.exchanges.filter((e) => e.url.endsWith('/authorize/par') || e.url.endsWith('/authorize/token'));
+            expect(authenticated.map((e) => e.status)).to.equal([400, 201, 200]);
+            const pops = authenticated.map((e) => Jose.decodeJwt(e.requestHeaders['oauth-client-attestation-pop']!));
+            expect(pops.every((pop) => pop.aud === issuerOf('attested'))).to.be.true();
+            expect(new Set(pops.map((pop) => pop.jti)).size).to.equal(pops.length);
+
+            const mdoc = await walletFlow(await attestedWallet(), 'mdl', 'authorization_details', 'attested');
+            expect((await verifyMdoc(mdoc.credential, MDL_DOCTYPE)).namespaces[MDL_NS]).to.include({ family_name: 'Mustermann' });
+        });
+
+        it('refuses wallets without a valid attestation at PAR and at every grant of the token endpoint when it is required', async () => {
+            const created = await authCodeOffer(['pid'], 'attested');
+            const refusedPar = await par(parBody(newVerifier(), { issuer_state: created.issuerState }), 'attested');
+            expectOAuthError(refusedPar, 400, 'invalid_client');
+            expect((refusedPar.result as { error_description: string }).error_description).to.contain('wallet attestation');
+            // The pre-authorized grant needs the attestation too; the code stays unspent.
+            const preAuthorized = await offer({ credentialConfigurationIds: ['pid'], credentialClaims: claimsFor('pid'), byReference: false }, 'attested');
+            const code = JSON.parse(new URL(preAuthorized.uri.replace('openid-credential-offer://', 'https://wallet.invalid/')).searchParams.get('credential_offer')!)
+                .grants['urn:ietf:params:oauth:grant-type:pre-authorized_code']['pre-authorized_code'] as string;
+            expectOAuthError(await token({ grant_type: 'urn:ietf:params:oauth:grant-type:pre-authorized_code', 'pre-authorized_code': code }, 'attested'), 400, 'invalid_client');
+            const session = await api(admins.attested!, 'GET', `/api/session/${preAuthorized.session}`);
+            expect(session.body.status).to.equal('active');
+            expectOAuthError(await token({ grant_type: 'refresh_token', refresh_token: 'x.y', client_id: CLIENT_ID }, 'attested'), 400, 'invalid_client');
+
+            // An attestation its provider did not sign under a trusted root fails, and never falls back to a public client.
+            const untrustedRoot = await party('Unknown Wallet Provider Root', null, { ca: true });
+            const untrusted = await attestedWallet(CLIENT_ID, await party('Unknown Wallet Attestation Signer', untrustedRoot));
+            await expect(walletFlow(untrusted, 'pid', 'scope', 'attested')).to.reject();
+            const pars = untrusted.exchanges.filter((e) => e.url.endsWith('/authorize/par'));
+            expect(pars.at(-1)!.status).to.equal(400);
+            expect(JSON.parse(pars.at(-1)!.responseBody).error).to.equal('invalid_client');
+            // Where attestation is optional, a wallet that sends a bad one is refused as well.
+            const optional = await attestedWallet();
+            await expect(walletFlow(optional, 'pid', 'scope', 'acme')).to.reject();
+            expect(JSON.parse(optional.exchanges.filter((e) => e.url.endsWith('/authorize/par')).at(-1)!.responseBody).error).to.equal('invalid_client');
         });
 
         it('retries a resource request whose proof lacks the nonce (401 use_dpop_nonce, then 200)', async () => {

@@ -114,7 +114,6 @@ for (const dialect of DIALECTS) {
             await refused('POST', '/api/issuer/credentials', { ...pid, id: 'pid-status', status: { enabled: true } }, [statusLists('status.enabled')]);
             await refused('PATCH', '/api/issuer/credentials/pid', { config: { ...pid.config, keyAttestationsRequired: { key_storage: ['iso_18045_high'] } } }, [{ path: 'config.keyAttestationsRequired', message: '"config.keyAttestationsRequired": key attestations are not available yet' }]);
             await refused('PATCH', '/api/issuer/credentials/pid', { config: { ...pid.config, proofTypesSupported: ['attestation'] } }, [{ path: 'config.proofTypesSupported', message: '"config.proofTypesSupported": the attestation proof type is not available yet' }]);
-            await refused('PUT', '/api/issuer/config', { walletAttestationRequired: true }, [{ path: 'walletAttestationRequired', message: '"walletAttestationRequired": wallet attestation at the token endpoint is not available yet' }]);
             const mdl = { id: 'mdl-unbound', config: { format: 'mso_mdoc', docType: 'org.iso.18013.5.1.mDL', display: [{ locale: 'en', name: 'mDL' }] }, fields: [{ path: ['org.iso.18013.5.1', 'given_name'], type: 'string' }], keyChainId: 'issuer', keyBinding: false };
             await refused('POST', '/api/issuer/credentials', mdl, [{ path: 'keyBinding', message: '"keyBinding" must be true for mso_mdoc: an mdoc always carries the device key' }]);
             // Switched off, they are accepted.
@@ -136,12 +135,12 @@ for (const dialect of DIALECTS) {
                     Fs.writeFileSync(path, JSON.stringify(document));
                 };
                 edit('issuance/credentials/mdl.json', (spec) => (spec.keyBinding = false));
-                edit('issuance/issuance.json', (spec) => (spec.walletAttestationRequired = true));
+                edit('issuance/credentials/pid.json', (spec) => (spec.config.proofTypesSupported = ['attestation']));
                 const report = await importConfigFolder({ folder, registry: t.server.registry, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'warn' });
                 const [result] = report.tenants;
                 expect(result).to.include({ tenantId: 'refused', status: 'failed', created: 0 });
                 expect(result!.error).to.contain('"keyBinding" must be true for mso_mdoc');
-                expect(result!.error).to.contain('"walletAttestationRequired": wallet attestation at the token endpoint is not available yet');
+                expect(result!.error).to.contain('"config.proofTypesSupported": the attestation proof type is not available yet');
                 const root = await rootToken(t.server);
                 expect((await t.server.inject({ url: '/api/tenants/refused', headers: bearer(root) })).statusCode).to.equal(404);
             }

@@ -505,11 +505,9 @@ describe('IssuanceConfig', () => {
         expect(() => registry.parseDocument({ $schema: 'https://schemas.hallmark.dev/config/v3/IssuanceConfigFile.schema.json', spec: {} })).to.throw(/newer than this service supports/);
     });
 
-    it('refuses walletAttestationRequired true until wallet attestation is built; accepts refreshTokenEnabled', () => {
-        expect(problems(issuanceConfigKind, { walletAttestationRequired: true, refreshTokenEnabled: true })).to.equal([
-            { path: 'walletAttestationRequired', message: '"walletAttestationRequired": wallet attestation at the token endpoint is not available yet' }
-        ]);
-        expect(valid(issuanceConfigKind, { refreshTokenEnabled: true })).to.include({ refreshTokenEnabled: true });
+    it('accepts walletAttestationRequired and refreshTokenEnabled (both built), and refuses a non-boolean', () => {
+        expect(valid(issuanceConfigKind, { walletAttestationRequired: true, refreshTokenEnabled: true })).to.include({ walletAttestationRequired: true, refreshTokenEnabled: true });
+        expect(problems(issuanceConfigKind, { walletAttestationRequired: 'yes' })).to.equal([{ path: 'walletAttestationRequired', message: '"walletAttestationRequired" must be a boolean' }]);
     });
 
     it('rejects offerLifetimeSeconds 0 and out-of-range values', () => {

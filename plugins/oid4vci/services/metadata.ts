@@ -1,6 +1,7 @@
 import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
 import { flattenFields } from '../formats/claims';
 import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
+import { ATTEST_JWT_CLIENT_AUTH, clientAttestationMetadata } from './client-attestation';
 import { AUTHORIZATION_CODE_GRANT, PRE_AUTHORIZED_GRANT } from './offers';
 import { REFRESH_TOKEN_GRANT } from './tokens';
 
@@ -87,12 +88,14 @@ export class MetadataService {
             response_types_supported: ['code'],
             response_modes_supported: ['query'],
             grant_types_supported: [PRE_AUTHORIZED_GRANT, AUTHORIZATION_CODE_GRANT, ...(settings.refreshTokenEnabled ? [REFRESH_TOKEN_GRANT] : [])],
-            'pre-authorized_grant_anonymous_access_supported': true,
+            'pre-authorized_grant_anonymous_access_supported': !settings.walletAttestationRequired,
             code_challenge_methods_supported: ['S256'],
             authorization_response_iss_parameter_supported: true,
             authorization_details_types_supported: ['openid_credential'],
             ...(scopes.length ? { scopes_supported: scopes } : {}),
-            token_endpoint_auth_methods_supported: ['none'],
+            // Wallet attestation is always verified when sent; without walletAttestationRequired public clients may omit it.
+            ...clientAttestationMetadata(base),
+            token_endpoint_auth_methods_supported: settings.walletAttestationRequired ? [ATTEST_JWT_CLIENT_AUTH] : ['none', ATTEST_JWT_CLIENT_AUTH],
             dpop_signing_alg_values_supported: ['ES256'],
             jwks_uri: `${base}/jwks`
         };

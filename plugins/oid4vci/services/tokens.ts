@@ -112,6 +112,8 @@ export class TokenEndpoint {
             throw new OAuthError(400, 'invalid_request', 'tx_code must be a string');
         }
         const { sessions, issuer, offers } = this.deps;
+        // HAIP: with walletAttestationRequired the pre-authorized grant needs the attestation as well.
+        await this.deps.clients.authenticateAnonymous({ tenantId: request.tenantId, headers: request.headers ?? {}, body: body as Record<string, unknown> });
         const settings = await issuer.settings(request.tenantId);
         const dpop = await this.tokenDpop(request, settings.dPopRequired, false);
 

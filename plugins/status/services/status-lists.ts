@@ -256,9 +256,6 @@ export class StatusListService {
         }
         const config = await this.tenantDefaults(tenantId);
         const row: TokenRow | undefined = await this.deps.db.knex(STATES).where({ tenantId, listId }).first(...TOKEN_COLUMNS);
-        if (!row) {
-            return undefined;
-        }
         const token = tokenOf(row, config.ttlSeconds);
         return { immediateUpdate: config.immediateUpdate, ...(token ? { token } : {}) };
     }

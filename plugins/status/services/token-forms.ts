@@ -71,13 +71,14 @@ export const preferredForm = (accept: string | undefined): 'jwt' | 'cwt' => {
     const specificity = { jwt: -1, cwt: -1 };
     for (const part of accept.split(',')) {
         const [range = '', ...params] = part.split(';').map((s) => s.trim().toLowerCase());
-        const q = params.map((p) => /^q=([0-9.]+)$/.exec(p)).find(Boolean);
+        // RFC 9110 12.4.2 qvalue: 0 to 1 with up to three decimals; anything else counts as absent.
+        const q = params.map((p) => /^q=(0(?:\.\d{0,3})?|1(?:\.0{0,3})?)$/.exec(p)).find(Boolean);
         const weight = q ? Number(q[1]) : 1;
         for (const form of ['jwt', 'cwt'] as const) {
             const type = form === 'jwt' ? JWT_MEDIA_TYPE : CWT_MEDIA_TYPE;
             // The most specific matching range decides a type's quality (RFC 9110 12.5.1).
             const level = range === type ? 2 : range === 'application/*' ? 1 : range === '*/*' ? 0 : -1;
-            if (level > specificity[form] && Number.isFinite(weight)) {
+            if (level > specificity[form]) {
                 specificity[form] = level;
                 quality[form] = weight;
             }

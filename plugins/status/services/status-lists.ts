@@ -165,6 +165,8 @@ export class StatusListService {
     private readonly snapshots: ChangeCache<[tenantId: string, listId: string], Snapshot | undefined>;
     /** Per list: the publish in progress in this process; the next one waits for it, so they never sign twice at once. */
     private readonly publishing = new Map<string, Promise<unknown>>();
+    /** Per list: the entries-version read in flight, and the one queued after it for GETs that arrived meanwhile. */
+    private readonly versionReads = new Map<string, { current: Promise<number | undefined>; next?: Promise<number | undefined> }>();
 
     constructor(private readonly deps: StatusListDeps) {
         this.snapshots = new ChangeCache({ ttlMs: TOKEN_CACHE_TTL_MS, load: (tenantId: string, listId: string) => this.snapshot(tenantId, listId) })
@@ -217,7 +219,7 @@ export class StatusListService {
         const { token } = snapshot;
         const now = Date.now();
         if (snapshot.immediateUpdate) {
-            if (token && token.refreshAt > now && await this.entriesVersion(tenantId, listId) === token.version) {
+            if (token && token.refreshAt > now && await this.currentEntriesVersion(tenantId, listId) === token.version) {
                 return token;
             }
             return this.publish(tenantId, listId, (row) => isStale(row, Date.now()));
@@ -260,8 +262,28 @@ export class StatusListService {
         return { immediateUpdate: config.immediateUpdate, ...(token ? { token } : {}) };
     }
 
-    private async entriesVersion(tenantId: string, listId: string): Promise<number | undefined> {
-        return (await this.deps.db.knex(STATES).where({ tenantId, listId }).first('entriesVersion'))?.entriesVersion;
+    /**
+     * The entries version as committed when this call was made. Concurrent GETs share reads: a read already in flight
+     * may have started before a change this caller must see, so a caller arriving during one joins the single read
+     * queued after it. One read in flight and one queued per list, however many GETs wait.
+     */
+    private currentEntriesVersion(tenantId: string, listId: string): Promise<number | undefined> {
+        const key = `${tenantId}\u0000${listId}`;
+        const slot = this.versionReads.get(key);
+        if (slot) {
+            slot.next ??= slot.current.then(() => undefined, () => undefined).then(() => this.readEntriesVersion(key, tenantId, listId));
+            return slot.next;
+        }
+        return this.readEntriesVersion(key, tenantId, listId);
+    }
+
+    private readEntriesVersion(key: string, tenantId: string, listId: string): Promise<number | undefined> {
+        const read = this.deps.db.knex(STATES).where({ tenantId, listId }).first('entriesVersion')
+            .then((row?: { entriesVersion: number }) => row?.entriesVersion);
+        const slot = { current: read };
+        this.versionReads.set(key, slot);
+        void read.catch(() => undefined).then(() => this.versionReads.get(key) === slot && this.versionReads.delete(key));
+        return read;
     }
 
     /**

@@ -196,6 +196,21 @@ for (const dialect of DIALECTS) {
             expect(signatures.jws).to.equal(1);
         });
 
+        it('answers max-age from the ttl the served token was signed with, not a ttl set since', async () => {
+            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 900, immediateUpdate: false });
+            const res = await get('batch', 'l1');
+            expect(res.headers['cache-control']).to.equal('max-age=600');
+            expect((await verifiedJwtPayload(res.payload)).ttl).to.equal(600);
+            expect(signatures.jws).to.equal(0);
+            // Its re-signing (due, or changed) takes the new ttl.
+            await setEntry(t.server, 'batch', 'l1', 1, 11, 1);
+            await t.server.jobs.runNow(STATUS_LIST_PUBLISH_JOB);
+            const next = await get('batch', 'l1');
+            expect(next.headers['cache-control']).to.equal('max-age=900');
+            expect((await verifiedJwtPayload(next.payload)).ttl).to.equal(900);
+            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 600, immediateUpdate: false });
+        });
+
         it('re-signs with immediateUpdate once due, and follows a switch of immediateUpdate at once', async () => {
             const before = (await get('live', 'l2')).payload;
             expect((await get('live', 'l2')).payload).to.equal(before);

@@ -118,17 +118,21 @@ const TOKEN_COLUMNS = ['entriesVersion', 'tokenVersion', 'token', 'tokenEtag', '
 /** PostgreSQL answers timestamps as Dates, SQLite as the ISO strings written. */
 const millis = (value: string | Date | null): number => (value === null ? NaN : new Date(value).getTime());
 
-const tokenOf = (row: TokenRow | undefined, ttl: number): StatusListToken | undefined => {
+/** The cached token of a row; none when it lacks a form (e.g. cached before the CWT form existed). */
+const tokenOf = (row: TokenRow | undefined): StatusListToken | undefined => {
     if (!row?.token || !row.tokenEtag || !row.tokenCwt || !row.tokenCwtEtag || row.tokenVersion === null) {
         return undefined;
     }
+    const refreshAt = millis(row.tokenRefreshAt);
+    const expiresAt = millis(row.tokenExpiresAt);
     return {
         jwt: { body: row.token, etag: row.tokenEtag },
         cwt: { body: Buffer.from(row.tokenCwt), etag: row.tokenCwtEtag },
         version: row.tokenVersion,
-        ttl,
-        refreshAt: millis(row.tokenRefreshAt),
-        expiresAt: millis(row.tokenExpiresAt)
+        // The ttl it was signed with (refresh at iat + ttl, expiry at iat + 2 ttl), whatever the tenant's is now.
+        ttl: Math.round((expiresAt - refreshAt) / 1000),
+        refreshAt,
+        expiresAt
     };
 };
 
@@ -214,6 +218,8 @@ export class StatusListService {
     async token(tenantId: string, listId: string): Promise<StatusListToken | undefined> {
         const snapshot = await this.snapshots.get(tenantId, listId);
         if (!snapshot) {
+            // Unknown ids are not kept: anyone may ask for any id, and the cache would grow with them.
+            this.snapshots.delete(tenantId, listId);
             return undefined;
         }
         const { token } = snapshot;
@@ -258,7 +264,7 @@ export class StatusListService {
         }
         const config = await this.tenantDefaults(tenantId);
         const row: TokenRow | undefined = await this.deps.db.knex(STATES).where({ tenantId, listId }).first(...TOKEN_COLUMNS);
-        const token = tokenOf(row, config.ttlSeconds);
+        const token = tokenOf(row);
         return { immediateUpdate: config.immediateUpdate, ...(token ? { token } : {}) };
     }
 
@@ -303,15 +309,15 @@ export class StatusListService {
     private async publishNow(tenantId: string, listId: string, needed: (row: TokenRow) => boolean, onSigned?: () => void): Promise<StatusListToken | undefined> {
         const states = () => this.deps.db.knex(STATES).where({ tenantId, listId });
         const list = await this.deps.registry.get(systemContext(tenantId), statusListKind, listId);
-        const config = await this.tenantDefaults(tenantId);
         const row: TokenRow | undefined = list && await states().first(...TOKEN_COLUMNS);
         if (!list || !row) {
             return undefined;
         }
         if (!needed(row)) {
             this.snapshots.delete(tenantId, listId);
-            return tokenOf(row, config.ttlSeconds);
+            return tokenOf(row);
         }
+        const config = await this.tenantDefaults(tenantId);
         const keyChainId = list.spec.keyChainId ?? await this.defaultKeyChain(tenantId);
         if (!keyChainId) {
             throw new UnavailableError(`Status list ${listId} has no keyChainId and the tenant has no statusList or attestation key chain`);

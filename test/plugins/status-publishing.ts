@@ -146,6 +146,33 @@ for (const dialect of DIALECTS) {
             expect(signatures).to.equal({ jws: 1, cose: 1 });
         });
 
+        it('signs once when two processes publish the same change (the other waits for the token)', async () => {
+            // A second service on the same database: its own caches and queues, as in another replica.
+            const replica = new StatusListService({ db: t.server.db, registry: t.server.registry, signing: t.server.signing, publicUrl: 'http://hallmark.test' });
+            await get('live', 'l1');
+            await setEntry(t.server, 'live', 'l1', 1, 20, 1);
+            signatures.jws = 0;
+            const [here, there] = await Promise.all([get('live', 'l1'), replica.token('live', 'l1')]);
+            expect(signatures.jws).to.equal(1);
+            expect(there!.jwt.body).to.equal(here.payload);
+            expect(getListFromStatusListJWT(here.payload).getStatus(20)).to.equal(1);
+            expect((await t.server.db.knex('status_list_states').where({ tenantId: 'live', listId: 'l1' }).first('tokenSigningUntil')).tokenSigningUntil).to.be.null();
+        });
+
+        it('signs after a short wait when the process that claimed the signing never finishes', async () => {
+            await get('live', 'l1');
+            await setEntry(t.server, 'live', 'l1', 1, 21, 1);
+            await t.server.db.knex('status_list_states').where({ tenantId: 'live', listId: 'l1' }).update({ tokenSigningUntil: new Date(Date.now() + 60_000).toISOString() });
+            signatures.jws = 0;
+            expect(await status('live', 'l1', 21)).to.equal(1);
+            expect(signatures.jws).to.equal(1);
+            // The dead claim lapses on its own; the next change is signed without waiting for it.
+            await t.server.db.knex('status_list_states').where({ tenantId: 'live', listId: 'l1' }).update({ tokenSigningUntil: new Date(Date.now() - 1).toISOString() });
+            await setEntry(t.server, 'live', 'l1', 1, 22, 1);
+            expect(await status('live', 'l1', 22)).to.equal(1);
+            expect((await t.server.db.knex('status_list_states').where({ tenantId: 'live', listId: 'l1' }).first('tokenSigningUntil')).tokenSigningUntil).to.be.null();
+        });
+
         it('without immediateUpdate, keeps serving the valid token after a change until the job publishes it', async () => {
             const first = await get('batch', 'l1');
             await get('batch', 'l2');
@@ -194,6 +221,16 @@ for (const dialect of DIALECTS) {
             expect(res.headers['cache-control']).to.equal('max-age=600');
             expect((await verifiedJwtPayload(res.payload)).ttl).to.equal(600);
             expect(signatures.jws).to.equal(1);
+        });
+
+        it('re-signs a token cached before the CWT form existed (no CWT, no expiry stored) at the next GET', async () => {
+            await get('batch', 'l2');
+            await t.server.db.knex('status_list_states').where({ tenantId: 'batch', listId: 'l2' }).update({ tokenCwt: null, tokenCwtEtag: null, tokenExpiresAt: null });
+            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 601, immediateUpdate: false });
+            const cwt = await get('batch', 'l2', { accept: 'application/statuslist+cwt' });
+            expect(verifiedCwt(cwt.rawPayload).claims.get(65534)).to.equal(601);
+            expect(signatures.jws).to.equal(1);
+            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 600, immediateUpdate: false });
         });
 
         it('answers max-age from the ttl the served token was signed with, not a ttl set since', async () => {
@@ -331,6 +368,16 @@ for (const dialect of DIALECTS) {
                         const res = await b.inject({ method: 'GET', url: url('acme', id) });
                         expect(getListFromStatusListJWT(res.payload).getStatus(100)).to.equal(1);
                     }
+
+                    // With immediateUpdate, concurrent GETs on both processes after a change: one signature.
+                    await a.server.inject({ method: 'PUT', url: '/api/status-list-config', payload: { bits: 1, capacity: 256, ttlSeconds: 600, immediateUpdate: true }, headers: bearer(admin) });
+                    // B learns of the tenant change through its cache's TTL: until then it serves what it holds.
+                    await sleep(5100);
+                    await setEntry(a.server, 'acme', 'l0', 1, 200, 1);
+                    const before = signed();
+                    const answers = await Promise.all([a.server, b, a.server, b, a.server, b].map((server) => server.inject({ method: 'GET', url: url('acme', 'l0') })));
+                    expect(answers.map((res) => getListFromStatusListJWT(res.payload).getStatus(200))).to.equal([1, 1, 1, 1, 1, 1]);
+                    expect(signed() - before).to.equal(1);
                 }
                 finally {
                     StatusListService.prototype.publishStale = publishStale;

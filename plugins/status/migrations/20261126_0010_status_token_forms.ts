@@ -8,6 +8,9 @@ export const up = async (knex: Knex): Promise<void> => {
         t.string('token_cwt_etag', 64);
         // exp of the cached token: until then it is valid and a GET without immediateUpdate serves it unsigned.
         t.timestamp('token_expires_at', { useTz: true });
+        // Set while a process signs the list, so another one waits for its token rather than signing the same
+        // entries too; it lapses on its own should that process die.
+        t.timestamp('token_signing_until', { useTz: true });
     });
 };
 
@@ -16,5 +19,6 @@ export const down = async (knex: Knex): Promise<void> => {
         t.dropColumn('token_cwt');
         t.dropColumn('token_cwt_etag');
         t.dropColumn('token_expires_at');
+        t.dropColumn('token_signing_until');
     });
 };

@@ -26,7 +26,15 @@ export const DEFAULT_TTL_SECONDS = DEFAULT_STATUS_LIST_CONFIG.ttlSeconds;
  */
 export const TOKEN_CACHE_TTL_MS = 5000;
 
+/** How long a process's claim to sign a list stands (it signs well within it; a dead process's claim lapses). */
+const SIGNING_CLAIM_MS = 10_000;
+
+/** How long a publish waits for another process's signature before signing itself. */
+const SIGNING_WAIT_MS = 2000;
+const SIGNING_POLL_MS = 25;
+
 const deflate = promisify(Zlib.deflate);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const systemContext = (tenantId: string): TenantContext => ({ tenantId, clientId: 'system:status', roles: [] });
 
@@ -317,8 +325,56 @@ export class StatusListService {
             this.snapshots.delete(tenantId, listId);
             return tokenOf(row);
         }
+        const claim = await this.claimSigning(tenantId, listId);
+        if (!claim) {
+            const published = await this.awaitOtherSigner(tenantId, listId, needed);
+            if (published) {
+                return published;
+            }
+        }
+        try {
+            return await this.sign(tenantId, list.spec, claim, onSigned);
+        }
+        catch (err) {
+            if (claim) {
+                await states().where({ tokenSigningUntil: claim }).update({ tokenSigningUntil: null });
+            }
+            throw err;
+        }
+    }
+
+    /** Claims the signing of a list for this process: the claim's end (ISO), or undefined while another one holds it. */
+    private async claimSigning(tenantId: string, listId: string): Promise<string | undefined> {
+        const now = Date.now();
+        const until = new Date(now + SIGNING_CLAIM_MS).toISOString();
+        const claimed = await this.deps.db.knex(STATES).where({ tenantId, listId })
+            .where((w) => w.whereNull('tokenSigningUntil').orWhere('tokenSigningUntil', '<', new Date(now).toISOString()))
+            .update({ tokenSigningUntil: until });
+        return claimed ? until : undefined;
+    }
+
+    /**
+     * Another process is signing the list: its token, once stored and no longer `needed`, else undefined once the
+     * claim is ours after all or SIGNING_WAIT_MS passed (the caller signs then).
+     */
+    private async awaitOtherSigner(tenantId: string, listId: string, needed: (row: TokenRow) => boolean): Promise<StatusListToken | undefined> {
+        const deadline = Date.now() + SIGNING_WAIT_MS;
+        while (Date.now() < deadline) {
+            await sleep(SIGNING_POLL_MS);
+            const row: TokenRow | undefined = await this.deps.db.knex(STATES).where({ tenantId, listId }).first(...TOKEN_COLUMNS);
+            if (row && !needed(row)) {
+                this.snapshots.delete(tenantId, listId);
+                return tokenOf(row);
+            }
+        }
+        return undefined;
+    }
+
+    private async sign(tenantId: string, list: StatusList, claim: string | undefined, onSigned?: () => void): Promise<StatusListToken | undefined> {
+        const listId = list.id;
+        const states = () => this.deps.db.knex(STATES).where({ tenantId, listId });
         const config = await this.tenantDefaults(tenantId);
-        const keyChainId = list.spec.keyChainId ?? await this.defaultKeyChain(tenantId);
+        const keyChainId = list.keyChainId ?? await this.defaultKeyChain(tenantId);
         if (!keyChainId) {
             throw new UnavailableError(`Status list ${listId} has no keyChainId and the tenant has no statusList or attestation key chain`);
         }
@@ -329,7 +385,7 @@ export class StatusListService {
         }
         const ttl = config.ttlSeconds;
         const iat = Math.floor(Date.now() / 1000);
-        const claims = { sub: this.uri(tenantId, listId), iat, exp: iat + 2 * ttl, ttl, bits: list.spec.bits, lst: await deflate(state.entries) };
+        const claims = { sub: this.uri(tenantId, listId), iat, exp: iat + 2 * ttl, ttl, bits: list.bits, lst: await deflate(state.entries) };
         const [jwt, cwt] = await Promise.all([
             signStatusListJwt(this.deps.signing, tenantId, keyChainId, claims),
             signStatusListCwt(this.deps.signing, tenantId, keyChainId, claims)
@@ -344,7 +400,7 @@ export class StatusListService {
             expiresAt: claims.exp * 1000
         };
         // Another replica may have stored a token of newer entries meanwhile; an older one never replaces it.
-        await states()
+        const stored = await states()
             .where((w) => w.whereNull('tokenVersion').orWhere('tokenVersion', '<=', token.version))
             .update({
                 token: token.jwt.body,
@@ -353,8 +409,12 @@ export class StatusListService {
                 tokenCwtEtag: token.cwt.etag,
                 tokenVersion: token.version,
                 tokenRefreshAt: new Date(token.refreshAt).toISOString(),
-                tokenExpiresAt: new Date(token.expiresAt).toISOString()
+                tokenExpiresAt: new Date(token.expiresAt).toISOString(),
+                tokenSigningUntil: null
             });
+        if (!stored && claim) {
+            await states().where({ tokenSigningUntil: claim }).update({ tokenSigningUntil: null });
+        }
         this.snapshots.delete(tenantId, listId);
         return token;
     }

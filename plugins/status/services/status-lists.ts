@@ -91,7 +91,8 @@ export interface StatusListView {
 
 /** The signed token of a list in both forms, with what decides when it is re-signed. */
 export interface StatusListToken {
-    jwt: { body: string; etag: string };
+    /** The compact JWS as bytes: served as they are, with no string encoding per response. */
+    jwt: { body: Buffer; etag: string };
     cwt: { body: Buffer; etag: string };
     /** The entries version it signed. */
     version: number;
@@ -134,7 +135,7 @@ const tokenOf = (row: TokenRow | undefined): StatusListToken | undefined => {
     const refreshAt = millis(row.tokenRefreshAt);
     const expiresAt = millis(row.tokenExpiresAt);
     return {
-        jwt: { body: row.token, etag: row.tokenEtag },
+        jwt: { body: Buffer.from(row.token, 'ascii'), etag: row.tokenEtag },
         cwt: { body: Buffer.from(row.tokenCwt), etag: row.tokenCwtEtag },
         version: row.tokenVersion,
         // The ttl it was signed with (refresh at iat + ttl, expiry at iat + 2 ttl), whatever the tenant's is now.
@@ -392,7 +393,7 @@ export class StatusListService {
         ]);
         onSigned?.();
         const token: StatusListToken = {
-            jwt: { body: jwt, etag: etagOf(jwt) },
+            jwt: { body: Buffer.from(jwt, 'ascii'), etag: etagOf(jwt) },
             cwt: { body: cwt, etag: etagOf(cwt) },
             version: state.entriesVersion,
             ttl,
@@ -403,7 +404,7 @@ export class StatusListService {
         const stored = await states()
             .where((w) => w.whereNull('tokenVersion').orWhere('tokenVersion', '<=', token.version))
             .update({
-                token: token.jwt.body,
+                token: jwt,
                 tokenEtag: token.jwt.etag,
                 tokenCwt: token.cwt.body,
                 tokenCwtEtag: token.cwt.etag,

@@ -4,6 +4,7 @@ import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
 import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
+import { benchStatusLists } from './status-lists';
 
 /** Runs every benchmark, or the ones named on the command line. */
 const benches: Record<string, () => Promise<void>> = {
@@ -12,7 +13,8 @@ const benches: Record<string, () => Promise<void>> = {
     kms: benchKms,
     issuance: benchIssuance,
     presentation: benchPresentation,
-    sessions: benchSessions
+    sessions: benchSessions,
+    status: benchStatusLists
 };
 
 const main = async () => {

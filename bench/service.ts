@@ -6,6 +6,10 @@ import Path from 'node:path';
 /** A compiled Hallmark process on a fresh SQLite folder, for benchmarks that load it from another process. */
 export interface BenchService {
     url: string;
+    /** The service process, for its CPU time. */
+    pid: number;
+    /** Its data folder (the SQLite database is service.db in it). */
+    folder: string;
     stop(): Promise<void>;
 }
 
@@ -48,6 +52,8 @@ export const startService = async (port: number, env: Record<string, string> = {
         if (up) {
             return {
                 url,
+                pid: child.pid!,
+                folder,
                 async stop() {
                     child.kill('SIGTERM');
                     await new Promise((r) => child.once('exit', r));

@@ -2,9 +2,9 @@ import Zlib from 'node:zlib';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { getListFromStatusListJWT } from '@sd-jwt/jwt-status-list';
-import * as Jose from 'jose';
 import { statusListKind } from '../../resources/status-list';
 import { DIALECTS } from '../helpers/databases';
+import { cwtEntries, verified, verifiedCwt } from '../helpers/status-list';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
@@ -13,8 +13,7 @@ const { describe, it, before, after } = lab;
 
 const BASE = 'http://hallmark.test/issuers';
 
-/** Verifies a status list token with the x5c leaf of its own header, as a relying party without our keys would. */
-const verified = (jwt: string) => Jose.jwtVerify(jwt, async (header) => Jose.importX509(`-----BEGIN CERTIFICATE-----\n${header.x5c![0]}\n-----END CERTIFICATE-----`, 'ES256'), { typ: 'statuslist+jwt' });
+const CWT = { accept: 'application/statuslist+cwt' };
 
 for (const dialect of DIALECTS) {
     describe(`status lists (${dialect})`, () => {
@@ -125,6 +124,119 @@ for (const dialect of DIALECTS) {
             expect(second.payload).to.equal(first.payload);
             expect(second.headers.etag).to.equal(first.headers.etag);
             expect((await inject(undefined, 'GET', url, undefined, { 'if-none-match': first.headers.etag as string })).statusCode).to.equal(304);
+        });
+
+        it('serves the same token as a COSE_Sign1 CWT when Accept asks for application/statuslist+cwt', async () => {
+            const url = '/issuers/acme/status-management/status-list/shared';
+            const jwt = await verified((await inject(undefined, 'GET', url)).payload);
+            const res = await inject(undefined, 'GET', url, undefined, CWT);
+            expect(res.statusCode).to.equal(200);
+            expect(res.headers['content-type']).to.equal('application/statuslist+cwt');
+            expect(res.headers['cache-control']).to.equal('max-age=600');
+            expect(res.headers.vary).to.contain('accept');
+            const { header, leaf, claims } = verifiedCwt(res.rawPayload);
+            expect(header.get(1)).to.equal(-7);
+            expect(header.get(16)).to.equal('application/statuslist+cwt');
+            const chain = ((await inject(admin, 'GET', '/api/key-chain/status')).result as any).certificateChain as string[];
+            expect(leaf.raw.toString('base64')).to.equal(chain[0]!.replace(/-----[A-Z ]+-----|\s/g, ''));
+            expect(claims.get(2)).to.equal(`${BASE}/acme/status-management/status-list/shared`);
+            // Signed with the JWT at one publish: the same iat, exp and ttl.
+            expect(claims.get(6)).to.equal(jwt.payload.iat);
+            expect(claims.get(4)).to.equal(jwt.payload.exp);
+            expect(claims.get(65534)).to.equal(600);
+            const { bits, entries } = cwtEntries(claims);
+            expect(bits).to.equal(2);
+            expect(entries).to.equal(Buffer.alloc(16));
+        });
+
+        it('negotiates the form by Accept (q-values, wildcards), keeps an ETag per form and answers 304 to each', async () => {
+            const url = '/issuers/acme/status-management/status-list/shared';
+            const typeFor = async (accept?: string) => (await inject(undefined, 'GET', url, undefined, accept === undefined ? {} : { accept })).headers['content-type'];
+            expect(await typeFor()).to.contain('application/statuslist+jwt');
+            expect(await typeFor('*/*')).to.contain('application/statuslist+jwt');
+            expect(await typeFor('application/json')).to.contain('application/statuslist+jwt');
+            expect(await typeFor('application/statuslist+cwt')).to.equal('application/statuslist+cwt');
+            expect(await typeFor('application/statuslist+jwt;q=0.5, application/statuslist+cwt')).to.equal('application/statuslist+cwt');
+            expect(await typeFor('application/statuslist+cwt;q=0.2, application/statuslist+jwt')).to.contain('application/statuslist+jwt');
+            expect(await typeFor('application/statuslist+cwt;q=0, */*')).to.contain('application/statuslist+jwt');
+            expect(await typeFor('application/*;q=0.1, application/statuslist+cwt;q=0.9')).to.equal('application/statuslist+cwt');
+            // A malformed q-value counts as absent (q=1).
+            expect(await typeFor('application/statuslist+jwt;q=0.9, application/statuslist+cwt;q=high')).to.equal('application/statuslist+cwt');
+
+            const jwt = await inject(undefined, 'GET', url);
+            const cwt = await inject(undefined, 'GET', url, undefined, CWT);
+            expect(cwt.headers.etag).to.not.equal(jwt.headers.etag);
+            expect((await inject(undefined, 'GET', url, undefined, { ...CWT, 'if-none-match': cwt.headers.etag as string })).statusCode).to.equal(304);
+            // The JWT's ETag does not match the CWT representation, and the reverse.
+            expect((await inject(undefined, 'GET', url, undefined, { ...CWT, 'if-none-match': jwt.headers.etag as string })).statusCode).to.equal(200);
+            expect((await inject(undefined, 'GET', url, undefined, { 'if-none-match': cwt.headers.etag as string })).statusCode).to.equal(200);
+            expect((await inject(undefined, 'GET', url, undefined, { 'if-none-match': jwt.headers.etag as string })).statusCode).to.equal(304);
+        });
+
+        it('reads the tenant\'s status list defaults (the service defaults when never set) for issuance:config and tenant:read', async () => {
+            expect((await inject(reader, 'GET', '/api/status-list-config')).result).to.equal({ bits: 2, capacity: 64, ttlSeconds: 600, immediateUpdate: false });
+            expect((await inject(other, 'GET', '/api/status-list-config')).result).to.equal({ bits: 1, capacity: 100_000, ttlSeconds: 3600, immediateUpdate: false });
+            expect((await inject(offer, 'GET', '/api/status-list-config')).statusCode).to.equal(403);
+            expect((await inject(undefined, 'GET', '/api/status-list-config')).statusCode).to.equal(401);
+            // The root client manages the service and belongs to no tenant.
+            expect((await inject(await rootToken(t.server), 'GET', '/api/status-list-config')).statusCode).to.equal(403);
+        });
+
+        it('sets the defaults through the Tenant document (audited), for the caller\'s tenant only; new lists follow them', async () => {
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'umbrella');
+            const config = (await clientWithToken(t.server, root, { clientId: 'umbrella-config', roles: ['issuance:config'], tenantId: 'umbrella' })).token;
+            const umbrellaReader = (await clientWithToken(t.server, root, { clientId: 'umbrella-reader', roles: ['tenant:read'], tenantId: 'umbrella' })).token;
+            const chosen = { bits: 4, capacity: 1000, ttlSeconds: 120, immediateUpdate: true };
+            const res = await inject(config, 'PUT', '/api/status-list-config', chosen);
+            expect(res.statusCode, res.payload).to.equal(200);
+            expect(res.result).to.equal(chosen);
+            expect((await inject(umbrellaReader, 'GET', '/api/status-list-config')).result).to.equal(chosen);
+            expect(((await inject(root, 'GET', '/api/tenants/umbrella')).result as any).statusListConfig).to.equal(chosen);
+            const audit = await t.server.db.knex('audit_logs').where({ tenantId: 'umbrella', kind: 'Tenant', resourceId: 'umbrella', action: 'update' });
+            expect(audit.length).to.equal(1);
+            expect(audit[0].changes).to.contain('statusListConfig');
+            // Other tenants keep theirs.
+            expect((await inject(reader, 'GET', '/api/status-list-config')).result).to.include({ bits: 2, capacity: 64 });
+            expect((await inject(other, 'GET', '/api/status-list-config')).result).to.include({ bits: 1 });
+            // tenant:admin writes too; tenant:read does not.
+            expect((await inject(umbrellaReader, 'PUT', '/api/status-list-config', chosen)).statusCode).to.equal(403);
+            expect((await inject(other, 'PUT', '/api/status-list-config', { ...chosen, bits: 8 })).statusCode).to.equal(200);
+            expect((await inject(other, 'GET', '/api/status-list-config')).result).to.include({ bits: 8 });
+            expect((await inject(config, 'GET', '/api/status-list-config')).result).to.include({ bits: 4 });
+            await inject(other, 'PUT', '/api/status-list-config', { bits: 1, capacity: 100_000, ttlSeconds: 3600, immediateUpdate: false });
+            // A list made now takes the new layout.
+            await inject(config, 'POST', '/api/key-chain', { id: 'k', usageType: 'attestation' });
+            expect((await inject(config, 'POST', '/api/status-lists', { id: 'u1' })).result).to.include({ bits: 4, capacity: 1000 });
+        });
+
+        it('refuses status list defaults with unknown fields, wrong types, missing fields or values out of range', async () => {
+            const valid = { bits: 2, capacity: 64, ttlSeconds: 600, immediateUpdate: false };
+            const bad: unknown[] = [
+                { ...valid, extra: 1 },
+                { ...valid, bits: 3 },
+                { ...valid, bits: 'two' },
+                { ...valid, capacity: 15 },
+                { ...valid, capacity: 10_000_001 },
+                { ...valid, capacity: 100.5 },
+                { ...valid, ttlSeconds: 0 },
+                { ...valid, ttlSeconds: -5 },
+                { ...valid, ttlSeconds: 'soon' },
+                { ...valid, immediateUpdate: 'sometimes' },
+                { ...valid, immediateUpdate: null },
+                { bits: 2, capacity: 64, ttlSeconds: 600 },
+                {},
+                [valid],
+                'bits=2'
+            ];
+            for (const payload of bad) {
+                const res = await inject(admin, 'PUT', '/api/status-list-config', payload as object);
+                expect(res.statusCode, JSON.stringify(payload)).to.equal(400);
+            }
+            const res = await inject(admin, 'PUT', '/api/status-list-config', { ...valid, extra: 1 });
+            expect((res.result as any).details).to.exist();
+            // Nothing was stored.
+            expect((await inject(reader, 'GET', '/api/status-list-config')).result).to.equal(valid);
         });
 
         it('signs with the tenant default chain (1-bit lists of another tenant) and answers 404 for an unknown list or tenant', async () => {

@@ -7,6 +7,7 @@ import { pageOf, pageQuery, paginate, type Page } from '../../../lib/http/pagina
 import { statusListIdSchema, statusListKind, statusListSchema, type StatusList } from '../../../resources/status-list';
 import { tenantIdSchema } from '../../../resources/tenant';
 import type { StatusListService } from '../services/status-lists';
+import { CWT_MEDIA_TYPE, JWT_MEDIA_TYPE, preferredForm } from '../services/token-forms';
 
 const CONFIG = ['issuance:config'];
 const READ = [...CONFIG, 'tenant:read'];
@@ -92,7 +93,7 @@ export const statusListRoutes = (lists: StatusListService): ServerRoute[] => [
             auth: false,
             app: { protocol: true },
             tags,
-            description: 'The status list token (statuslist+jwt), signed at most once per ttl',
+            description: 'The status list token: statuslist+jwt, or statuslist+cwt (COSE_Sign1) when Accept ranks it first',
             validate: { params: Joi.object({ tenant: tenantIdSchema.required(), listId: statusListIdSchema.required() }) }
         },
         handler: async (request, h) => {
@@ -100,10 +101,15 @@ export const statusListRoutes = (lists: StatusListService): ServerRoute[] => [
             if (!token) {
                 throw new NotFoundError('Unknown status list');
             }
-            return h.response(token.jwt)
-                .type('application/statuslist+jwt')
-                .etag(token.etag)
-                .header('Cache-Control', `max-age=${token.ttl}`);
+            const form = preferredForm(request.headers.accept as string | undefined);
+            const { body, etag } = token[form];
+            // A relying party's copy never outlives the token: max-age is the ttl, or less when it expires sooner.
+            const maxAge = Math.max(0, Math.min(token.ttl, Math.floor((token.expiresAt - Date.now()) / 1000)));
+            return h.response(body)
+                .type(form === 'cwt' ? CWT_MEDIA_TYPE : JWT_MEDIA_TYPE)
+                .etag(etag)
+                .vary('accept')
+                .header('Cache-Control', `max-age=${maxAge}`);
         }
     }
 ];

@@ -1,5 +1,7 @@
 import Crypto from 'node:crypto';
+import { promisify } from 'node:util';
 import Zlib from 'node:zlib';
+import { ChangeCache, changedResource } from '../../../lib/cache';
 import type { Database } from '../../../lib/db/database';
 import { ConflictError, UnavailableError } from '../../../lib/errors';
 import { tenantOf, type ResourceStore, type StoredResource, type TenantContext } from '../../../lib/registry/kind';
@@ -7,17 +9,39 @@ import type { Registry } from '../../../lib/registry/registry';
 import { tableResourceStore } from '../../../lib/registry/resource-store';
 import { keyChainKind } from '../../../resources/key-chain';
 import { statusListKind, type StatusList } from '../../../resources/status-list';
-import { tenantKind } from '../../../resources/tenant';
+import { tenantKind, type StatusListDefaults } from '../../../resources/tenant';
 import type { SigningService } from '../../kms/services/signing';
 import { StatusListStateModel } from '../models';
+import { signStatusListCwt, signStatusListJwt } from './token-forms';
+
+/** The tenant defaults when it sets no statusListConfig. */
+export const DEFAULT_STATUS_LIST_CONFIG: StatusListDefaults = { bits: 1, capacity: 100_000, ttlSeconds: 3600, immediateUpdate: false };
 
 /** Token ttl when the tenant sets no statusListConfig. */
-export const DEFAULT_TTL_SECONDS = 3600;
+export const DEFAULT_TTL_SECONDS = DEFAULT_STATUS_LIST_CONFIG.ttlSeconds;
+
+/**
+ * How long this process serves a token from memory before looking at the database again: the bound on how late it
+ * sees a token another replica published. immediateUpdate lists still compare the entries version on every GET.
+ */
+export const TOKEN_CACHE_TTL_MS = 5000;
+
+/** How long a process's claim to sign a list stands (it signs well within it; a dead process's claim lapses). */
+const SIGNING_CLAIM_MS = 10_000;
+
+/** How long a publish waits for another process's signature before signing itself. */
+const SIGNING_WAIT_MS = 2000;
+const SIGNING_POLL_MS = 25;
+
+const deflate = promisify(Zlib.deflate);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const systemContext = (tenantId: string): TenantContext => ({ tenantId, clientId: 'system:status', roles: [] });
 
 /** Bytes holding `capacity` entries of `bits` bits. */
 const entryBytes = (bits: number, capacity: number) => Math.ceil((bits * capacity) / 8);
+
+const STATES = StatusListStateModel.tableName;
 
 /** The list's configuration is an ordinary document; its entries live beside it, made with it and gone with it. */
 export const statusListStore: ResourceStore<StatusList> = {
@@ -25,10 +49,11 @@ export const statusListStore: ResourceStore<StatusList> = {
     list: tableResourceStore.list,
     async put(scope, id, resource, existing) {
         await tableResourceStore.put(scope, id, resource, existing);
+        const tenantId = tenantOf(scope);
         if (!existing) {
             const { bits, capacity } = resource.spec;
-            await scope.trx(StatusListStateModel.tableName).insert({
-                tenantId: tenantOf(scope),
+            await scope.trx(STATES).insert({
+                tenantId,
                 listId: id,
                 entries: Buffer.alloc(entryBytes(bits, capacity)),
                 allocated: Buffer.alloc(Math.ceil(capacity / 8)),
@@ -36,9 +61,14 @@ export const statusListStore: ResourceStore<StatusList> = {
                 createdAt: new Date().toISOString()
             });
         }
+        else {
+            // The layout is immutable, but the signing chain may change: the cached token is stale from now on (the
+            // publishing job, or the next GET with immediateUpdate, re-signs it; it stays valid meanwhile).
+            await scope.trx(STATES).where({ tenantId, listId: id }).update({ tokenVersion: null });
+        }
     },
     async delete(scope, id) {
-        const state = scope.trx(StatusListStateModel.tableName).where({ tenantId: tenantOf(scope), listId: id });
+        const state = scope.trx(STATES).where({ tenantId: tenantOf(scope), listId: id });
         const row = await state.clone().first('used');
         if (row && row.used > 0) {
             throw new ConflictError(`Status list ${id} has ${row.used} allocated entries`);
@@ -59,11 +89,74 @@ export interface StatusListView {
     createdAt: string;
 }
 
+/** The signed token of a list in both forms, with what decides when it is re-signed. */
 export interface StatusListToken {
-    jwt: string;
-    etag: string;
+    /** The compact JWS as bytes: served as they are, with no string encoding per response. */
+    jwt: { body: Buffer; etag: string };
+    cwt: { body: Buffer; etag: string };
+    /** The entries version it signed. */
+    version: number;
+    /** The ttl claim (seconds). */
     ttl: number;
+    /** Due for re-signing from then (ms since the epoch): iat + ttl. */
+    refreshAt: number;
+    /** exp (ms since the epoch): iat + 2 ttl, so a copy a relying party keeps for max-age never outlives it. */
+    expiresAt: number;
 }
+
+/** What a GET needs from memory: the list's token and whether its tenant publishes changes at once. */
+interface Snapshot {
+    immediateUpdate: boolean;
+    token?: StatusListToken;
+}
+
+/** The token columns of a state row (never the entries, which may be megabytes). */
+interface TokenRow {
+    entriesVersion: number;
+    tokenVersion: number | null;
+    token: string | null;
+    tokenEtag: string | null;
+    tokenCwt: Buffer | null;
+    tokenCwtEtag: string | null;
+    tokenRefreshAt: string | Date | null;
+    tokenExpiresAt: string | Date | null;
+}
+
+const TOKEN_COLUMNS = ['entriesVersion', 'tokenVersion', 'token', 'tokenEtag', 'tokenCwt', 'tokenCwtEtag', 'tokenRefreshAt', 'tokenExpiresAt'] as const;
+
+/** PostgreSQL answers timestamps as Dates, SQLite as the ISO strings written. */
+const millis = (value: string | Date | null): number => (value === null ? NaN : new Date(value).getTime());
+
+/** The cached token of a row; none when it lacks a form (e.g. cached before the CWT form existed). */
+const tokenOf = (row: TokenRow | undefined): StatusListToken | undefined => {
+    if (!row?.token || !row.tokenEtag || !row.tokenCwt || !row.tokenCwtEtag || row.tokenVersion === null) {
+        return undefined;
+    }
+    const refreshAt = millis(row.tokenRefreshAt);
+    const expiresAt = millis(row.tokenExpiresAt);
+    return {
+        jwt: { body: Buffer.from(row.token, 'ascii'), etag: row.tokenEtag },
+        cwt: { body: Buffer.from(row.tokenCwt), etag: row.tokenCwtEtag },
+        version: row.tokenVersion,
+        // The ttl it was signed with (refresh at iat + ttl, expiry at iat + 2 ttl), whatever the tenant's is now.
+        ttl: Math.round((expiresAt - refreshAt) / 1000),
+        refreshAt,
+        expiresAt
+    };
+};
+
+type Freshness = Pick<TokenRow, 'entriesVersion' | 'tokenVersion' | 'tokenRefreshAt'>;
+
+/** The entries changed since the cached token was signed, or it is due. */
+const changedOrDue = (row: Freshness, now: number): boolean => row.tokenVersion !== row.entriesVersion || !(millis(row.tokenRefreshAt) > now);
+
+/** No token is cached, or the cached one is changed or due. */
+const isStale = (row: Freshness & Pick<TokenRow, 'token'>, now: number): boolean => !row.token || changedOrDue(row, now);
+
+/** Whether a token is cached that is still valid (not expired), whatever its version. */
+const hasValidToken = (row: Pick<TokenRow, 'token' | 'tokenExpiresAt'>, now: number): boolean => Boolean(row.token) && millis(row.tokenExpiresAt) > now;
+
+const etagOf = (body: string | Uint8Array) => Crypto.createHash('sha256').update(body).digest('base64url').slice(0, 32);
 
 export interface StatusListDeps {
     db: Database;
@@ -72,9 +165,27 @@ export interface StatusListDeps {
     publicUrl: string;
 }
 
-/** Status lists of a tenant: their URIs, signing chains, and the signed token (IETF Token Status List, JWT form). */
+/**
+ * Status lists of a tenant: their URIs, signing chains, and the signed token (IETF Token Status List, JWT and CWT).
+ *
+ * Freshness: the token records the entries version it signed (`token_version`); it is stale when that differs from
+ * `entries_version` or it is due (ttl after signing). With the tenant's `immediateUpdate` a GET re-signs a stale
+ * token, so a change is visible at the next GET on any replica; otherwise the publishing job re-signs stale tokens,
+ * and a GET signs only when no valid token exists (none yet, or expired).
+ */
 export class StatusListService {
-    constructor(private readonly deps: StatusListDeps) {}
+    /** Per list; dropped when the list or its tenant changes here, re-read after TOKEN_CACHE_TTL_MS for other replicas. */
+    private readonly snapshots: ChangeCache<[tenantId: string, listId: string], Snapshot | undefined>;
+    /** Per list: the publish in progress in this process; the next one waits for it, so they never sign twice at once. */
+    private readonly publishing = new Map<string, Promise<unknown>>();
+    /** Per list: the entries-version read in flight, and the one queued after it for GETs that arrived meanwhile. */
+    private readonly versionReads = new Map<string, { current: Promise<number | undefined>; next?: Promise<number | undefined> }>();
+
+    constructor(private readonly deps: StatusListDeps) {
+        this.snapshots = new ChangeCache({ ttlMs: TOKEN_CACHE_TTL_MS, load: (tenantId: string, listId: string) => this.snapshot(tenantId, listId) })
+            .dropOnChange(deps.registry, [statusListKind], changedResource)
+            .dropOnChange(deps.registry, [tenantKind], () => 'all');
+    }
 
     /** `{tenant base}/status-management/status-list/{listId}`: the token's `sub` and what credentials will carry. */
     uri(tenantId: string, listId: string): string {
@@ -87,25 +198,22 @@ export class StatusListService {
         return (chains.find((c) => c.spec.usageType === 'statusList') ?? chains.find((c) => c.spec.usageType === 'attestation'))?.spec.id;
     }
 
-    /** Layout defaults of new lists: the tenant's statusListConfig. */
-    async tenantDefaults(tenantId: string): Promise<{ bits: StatusList['bits']; capacity: number; ttlSeconds: number }> {
+    /** The tenant's statusListConfig, or the defaults. */
+    async tenantDefaults(tenantId: string): Promise<StatusListDefaults> {
         const config = (await this.deps.registry.get(systemContext(tenantId), tenantKind, tenantId))?.spec.statusListConfig;
-        return { bits: config?.bits ?? 1, capacity: config?.capacity ?? 100_000, ttlSeconds: config?.ttlSeconds ?? DEFAULT_TTL_SECONDS };
-    }
-
-    private async state(tenantId: string, listId: string): Promise<StatusListStateModel | undefined> {
-        return await this.deps.db.model(StatusListStateModel).query().findById([tenantId, listId]);
+        return config ?? DEFAULT_STATUS_LIST_CONFIG;
     }
 
     async view(tenantId: string, stored: StoredResource<StatusList>): Promise<StatusListView> {
         const { spec } = stored;
         const keyChainId = spec.keyChainId ?? await this.defaultKeyChain(tenantId);
+        const state = await this.deps.db.knex(STATES).where({ tenantId, listId: spec.id }).first('used');
         return {
             id: spec.id,
             uri: this.uri(tenantId, spec.id),
             bits: spec.bits,
             capacity: spec.capacity,
-            used: (await this.state(tenantId, spec.id))?.used ?? 0,
+            used: state?.used ?? 0,
             ...(spec.credentialConfigurationId ? { credentialConfigurationId: spec.credentialConfigurationId } : {}),
             ...(keyChainId ? { keyChainId } : {}),
             createdAt: stored.createdAt
@@ -113,40 +221,202 @@ export class StatusListService {
     }
 
     /**
-     * The list's signed token, or undefined for an unknown list. A token is kept and served until it is due (ttl
-     * after signing); it stays valid for another ttl, so a relying party caching it for max-age never holds an
-     * expired one.
+     * The list's token for a GET, or undefined for an unknown list. From memory when it may be served: with
+     * immediateUpdate after one indexed read of the entries version, otherwise while it is valid.
      */
     async token(tenantId: string, listId: string): Promise<StatusListToken | undefined> {
-        const list = await this.deps.registry.get(systemContext(tenantId), statusListKind, listId);
-        // The entries (up to megabytes) are read only to sign.
-        const cached = list && await this.deps.db.model(StatusListStateModel).query().findById([tenantId, listId]).select('token', 'tokenEtag', 'tokenRefreshAt');
-        if (!list || !cached) {
+        const snapshot = await this.snapshots.get(tenantId, listId);
+        if (!snapshot) {
+            // Unknown ids are not kept: anyone may ask for any id, and the cache would grow with them.
+            this.snapshots.delete(tenantId, listId);
             return undefined;
         }
-        const { ttlSeconds: ttl } = await this.tenantDefaults(tenantId);
-        if (cached.token && cached.tokenEtag && cached.tokenRefreshAt && Date.parse(cached.tokenRefreshAt) > Date.now()) {
-            return { jwt: cached.token, etag: cached.tokenEtag, ttl };
+        const { token } = snapshot;
+        const now = Date.now();
+        if (snapshot.immediateUpdate) {
+            if (token && token.refreshAt > now && await this.currentEntriesVersion(tenantId, listId) === token.version) {
+                return token;
+            }
+            return this.publish(tenantId, listId, (row) => isStale(row, Date.now()));
         }
-        const state = (await this.state(tenantId, listId))!;
-        const keyChainId = list.spec.keyChainId ?? await this.defaultKeyChain(tenantId);
+        if (token && token.expiresAt > now) {
+            return token;
+        }
+        return this.publish(tenantId, listId, (row) => !hasValidToken(row, Date.now()));
+    }
+
+    /**
+     * Re-signs every stale cached token (changed entries, or due); the publishing job's work. Lists whose token was
+     * never asked for are left until their first GET. Answers how many were signed.
+     */
+    async publishStale(log?: { warn: (obj: object, msg: string) => void }): Promise<number> {
+        const now = Date.now();
+        // The token itself is only tested for null, never read.
+        const rows: Array<Freshness & { tenantId: string; listId: string }> = await this.deps.db.knex(STATES).whereNotNull('token')
+            .select('tenantId', 'listId', 'entriesVersion', 'tokenVersion', 'tokenRefreshAt');
+        let signed = 0;
+        for (const row of rows.filter((r) => changedOrDue(r, now))) {
+            try {
+                await this.publish(row.tenantId, row.listId, (current) => isStale(current, Date.now()), () => signed++);
+            }
+            catch (err) {
+                log?.warn({ err, tenantId: row.tenantId, listId: row.listId }, 'Status list not published');
+            }
+        }
+        return signed;
+    }
+
+    private async snapshot(tenantId: string, listId: string): Promise<Snapshot | undefined> {
+        const list = await this.deps.registry.get(systemContext(tenantId), statusListKind, listId);
+        if (!list) {
+            return undefined;
+        }
+        const config = await this.tenantDefaults(tenantId);
+        const row: TokenRow | undefined = await this.deps.db.knex(STATES).where({ tenantId, listId }).first(...TOKEN_COLUMNS);
+        const token = tokenOf(row);
+        return { immediateUpdate: config.immediateUpdate, ...(token ? { token } : {}) };
+    }
+
+    /**
+     * The entries version as committed when this call was made. Concurrent GETs share reads: a read already in flight
+     * may have started before a change this caller must see, so a caller arriving during one joins the single read
+     * queued after it. One read in flight and one queued per list, however many GETs wait.
+     */
+    private currentEntriesVersion(tenantId: string, listId: string): Promise<number | undefined> {
+        const key = `${tenantId}\u0000${listId}`;
+        const slot = this.versionReads.get(key);
+        if (slot) {
+            slot.next ??= slot.current.then(() => undefined, () => undefined).then(() => this.readEntriesVersion(key, tenantId, listId));
+            return slot.next;
+        }
+        return this.readEntriesVersion(key, tenantId, listId);
+    }
+
+    private readEntriesVersion(key: string, tenantId: string, listId: string): Promise<number | undefined> {
+        const read = this.deps.db.knex(STATES).where({ tenantId, listId }).first('entriesVersion')
+            .then((row?: { entriesVersion: number }) => row?.entriesVersion);
+        const slot = { current: read };
+        this.versionReads.set(key, slot);
+        void read.catch(() => undefined).then(() => this.versionReads.get(key) === slot && this.versionReads.delete(key));
+        return read;
+    }
+
+    /**
+     * Signs the list's token when `needed` says so of the row as it is now, else answers the cached one. One at a
+     * time per list in this process; across replicas the write keeps the token of the newest entries version.
+     */
+    private publish(tenantId: string, listId: string, needed: (row: TokenRow) => boolean, onSigned?: () => void): Promise<StatusListToken | undefined> {
+        const key = `${tenantId}\u0000${listId}`;
+        const previous = this.publishing.get(key) ?? Promise.resolve();
+        const run = previous.catch(() => undefined).then(() => this.publishNow(tenantId, listId, needed, onSigned));
+        const settled = run.catch(() => undefined);
+        this.publishing.set(key, settled);
+        void settled.then(() => this.publishing.get(key) === settled && this.publishing.delete(key));
+        return run;
+    }
+
+    private async publishNow(tenantId: string, listId: string, needed: (row: TokenRow) => boolean, onSigned?: () => void): Promise<StatusListToken | undefined> {
+        const states = () => this.deps.db.knex(STATES).where({ tenantId, listId });
+        const list = await this.deps.registry.get(systemContext(tenantId), statusListKind, listId);
+        const row: TokenRow | undefined = list && await states().first(...TOKEN_COLUMNS);
+        if (!list || !row) {
+            return undefined;
+        }
+        if (!needed(row)) {
+            this.snapshots.delete(tenantId, listId);
+            return tokenOf(row);
+        }
+        const claim = await this.claimSigning(tenantId, listId);
+        if (!claim) {
+            const published = await this.awaitOtherSigner(tenantId, listId, needed);
+            if (published) {
+                return published;
+            }
+        }
+        try {
+            return await this.sign(tenantId, list.spec, claim, onSigned);
+        }
+        catch (err) {
+            if (claim) {
+                await states().where({ tokenSigningUntil: claim }).update({ tokenSigningUntil: null });
+            }
+            throw err;
+        }
+    }
+
+    /** Claims the signing of a list for this process: the claim's end (ISO), or undefined while another one holds it. */
+    private async claimSigning(tenantId: string, listId: string): Promise<string | undefined> {
+        const now = Date.now();
+        const until = new Date(now + SIGNING_CLAIM_MS).toISOString();
+        const claimed = await this.deps.db.knex(STATES).where({ tenantId, listId })
+            .where((w) => w.whereNull('tokenSigningUntil').orWhere('tokenSigningUntil', '<', new Date(now).toISOString()))
+            .update({ tokenSigningUntil: until });
+        return claimed ? until : undefined;
+    }
+
+    /**
+     * Another process is signing the list: its token, once stored and no longer `needed`, else undefined once the
+     * claim is ours after all or SIGNING_WAIT_MS passed (the caller signs then).
+     */
+    private async awaitOtherSigner(tenantId: string, listId: string, needed: (row: TokenRow) => boolean): Promise<StatusListToken | undefined> {
+        const deadline = Date.now() + SIGNING_WAIT_MS;
+        while (Date.now() < deadline) {
+            await sleep(SIGNING_POLL_MS);
+            const row: TokenRow | undefined = await this.deps.db.knex(STATES).where({ tenantId, listId }).first(...TOKEN_COLUMNS);
+            if (row && !needed(row)) {
+                this.snapshots.delete(tenantId, listId);
+                return tokenOf(row);
+            }
+        }
+        return undefined;
+    }
+
+    private async sign(tenantId: string, list: StatusList, claim: string | undefined, onSigned?: () => void): Promise<StatusListToken | undefined> {
+        const listId = list.id;
+        const states = () => this.deps.db.knex(STATES).where({ tenantId, listId });
+        const config = await this.tenantDefaults(tenantId);
+        const keyChainId = list.keyChainId ?? await this.defaultKeyChain(tenantId);
         if (!keyChainId) {
             throw new UnavailableError(`Status list ${listId} has no keyChainId and the tenant has no statusList or attestation key chain`);
         }
+        // Entries and their version in one row read: the token signs exactly the version it records.
+        const state: { entries: Buffer; entriesVersion: number } | undefined = await states().first('entries', 'entriesVersion');
+        if (!state) {
+            return undefined;
+        }
+        const ttl = config.ttlSeconds;
         const iat = Math.floor(Date.now() / 1000);
-        const jwt = await this.deps.signing.jws(tenantId, keyChainId, {
-            header: { typ: 'statuslist+jwt' },
-            payload: {
-                sub: this.uri(tenantId, listId),
-                iat,
-                exp: iat + 2 * ttl,
-                ttl,
-                status_list: { bits: list.spec.bits, lst: Zlib.deflateSync(state.entries).toString('base64url') }
-            }
-        });
-        const etag = Crypto.createHash('sha256').update(jwt).digest('base64url').slice(0, 32);
-        await this.deps.db.model(StatusListStateModel).query().findById([tenantId, listId])
-            .patch({ token: jwt, tokenEtag: etag, tokenRefreshAt: new Date((iat + ttl) * 1000).toISOString() });
-        return { jwt, etag, ttl };
+        const claims = { sub: this.uri(tenantId, listId), iat, exp: iat + 2 * ttl, ttl, bits: list.bits, lst: await deflate(state.entries) };
+        const [jwt, cwt] = await Promise.all([
+            signStatusListJwt(this.deps.signing, tenantId, keyChainId, claims),
+            signStatusListCwt(this.deps.signing, tenantId, keyChainId, claims)
+        ]);
+        onSigned?.();
+        const token: StatusListToken = {
+            jwt: { body: Buffer.from(jwt, 'ascii'), etag: etagOf(jwt) },
+            cwt: { body: cwt, etag: etagOf(cwt) },
+            version: state.entriesVersion,
+            ttl,
+            refreshAt: (iat + ttl) * 1000,
+            expiresAt: claims.exp * 1000
+        };
+        // Another replica may have stored a token of newer entries meanwhile; an older one never replaces it.
+        const stored = await states()
+            .where((w) => w.whereNull('tokenVersion').orWhere('tokenVersion', '<=', token.version))
+            .update({
+                token: jwt,
+                tokenEtag: token.jwt.etag,
+                tokenCwt: token.cwt.body,
+                tokenCwtEtag: token.cwt.etag,
+                tokenVersion: token.version,
+                tokenRefreshAt: new Date(token.refreshAt).toISOString(),
+                tokenExpiresAt: new Date(token.expiresAt).toISOString(),
+                tokenSigningUntil: null
+            });
+        if (!stored && claim) {
+            await states().where({ tokenSigningUntil: claim }).update({ tokenSigningUntil: null });
+        }
+        this.snapshots.delete(tenantId, listId);
+        return token;
     }
 }

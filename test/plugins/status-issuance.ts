@@ -12,6 +12,7 @@ import { importConfigFolder } from '../../lib/config-import';
 import { ResourceModel } from '../../lib/db/models/resource';
 import { mdocContext } from '../../lib/mdoc/context';
 import { openid4vpSessionTranscript, verifyMdocPresentation } from '../../lib/verify/mdoc';
+import { STATUS_LIST_PUBLISH_JOB } from '../../plugins/status/jobs/publish';
 import { StatusAllocationModel, StatusListStateModel } from '../../plugins/status/models';
 import { randomFreeIndex } from '../../plugins/status/services/allocation';
 import { bearer, clientWithToken, createTenant, rootToken, tenantTables } from '../helpers/auth';
@@ -108,12 +109,11 @@ for (const dialect of DIALECTS) {
             return jwt;
         };
         /**
-         * The entry value as a fresh token states it. Until immediateUpdate is honoured (a colleague's change), a cached
-         * token is re-signed only when its refresh time has passed: the test moves that time into the past instead of
-         * waiting for it.
+         * The entry value as a fresh token states it: the publishing job re-signs the changed list (these tenants do not
+         * set immediateUpdate), and the GET serves what it published.
          */
-        const currentStatus = async (claim: StatusClaim, tenant = 'acme'): Promise<number> => {
-            await t.server.db.model(StatusListStateModel).query().findById([tenant, listId(claim.status_list.uri)]).patch({ tokenRefreshAt: new Date(0).toISOString() });
+        const currentStatus = async (claim: StatusClaim): Promise<number> => {
+            await t.server.jobs.runNow(STATUS_LIST_PUBLISH_JOB);
             return getListFromStatusListJWT(await fetchToken(claim.status_list.uri)).getStatus(claim.status_list.idx);
         };
         const allocations = (where: Record<string, unknown>) => t.server.db.model(StatusAllocationModel).query().where({ tenantId: 'acme', ...where }).orderBy('createdAt');

@@ -22,7 +22,7 @@ import { issueMdocWithStatus, issueSdJwtVcWithStatus, mdocStatus, startStatusLis
  */
 
 export const lab = Lab.script();
-const { describe, it, before, after } = lab;
+const { describe, it, before, after, beforeEach } = lab;
 
 const DOCTYPE = 'org.iso.18013.5.1.mDL';
 const NS = 'org.iso.18013.5.1';
@@ -474,7 +474,11 @@ describe('lib/verify/status-list StatusListChecker', () => {
     describe('verifyStatusListToken', () => {
         const uri = 'https://lists.example/7';
         const reference = { idx: 0, uri };
-        const now = Math.floor(Date.now() / 1000);
+        // Per test: the whole suite may run long after this file is loaded, and the claims carry exp = now + 60.
+        let now = 0;
+        beforeEach(() => {
+            now = Math.floor(Date.now() / 1000);
+        });
         const lst = Zlib.deflateSync(Buffer.from([0x04])).toString('base64url');
         const x5c = () => [Buffer.from(pki.signer.cert.rawData).toString('base64')];
         const sign = (payload: Record<string, unknown>, header: Record<string, unknown> = {}, key = pki.signer.privateKey) =>

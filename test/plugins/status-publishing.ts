@@ -377,7 +377,9 @@ for (const dialect of DIALECTS) {
                     const before = signed();
                     const answers = await Promise.all([a.server, b, a.server, b, a.server, b].map((server) => server.inject({ method: 'GET', url: url('acme', 'l0') })));
                     expect(answers.map((res) => getListFromStatusListJWT(res.payload).getStatus(200))).to.equal([1, 1, 1, 1, 1, 1]);
-                    expect(signed() - before).to.equal(1);
+                    // One signature; a second only when the process waiting for the other's claim gave up after
+                    // SIGNING_WAIT_MS (a CPU-starved machine), never one per GET.
+                    expect(signed() - before).to.be.within(1, 2);
                 }
                 finally {
                     StatusListService.prototype.publishStale = publishStale;

@@ -1,7 +1,7 @@
 import Crypto from 'node:crypto';
 import { closedLoop, cryptoSpeed, httpClient } from './load';
 import { percentile, printTable } from './table';
-import { post, ROOT, startService } from './service';
+import { cpuMs, post, ROOT, startService } from './service';
 
 const WALLETS = Number(process.env.HALLMARK_BENCH_WALLETS ?? 8);
 const DURATION_MS = 10_000;
@@ -19,19 +19,29 @@ const proofJwt = (audience: string, nonce: string) => {
 
 /**
  * The full pre-authorized dc+sd-jwt flow, closed loop, 8 concurrent wallets against one server process on SQLite:
- * create offer → fetch offer → metadata → token → nonce → credential with a fresh proof key.
+ * create offer → fetch offer → metadata → token → nonce → credential with a fresh proof key. Run twice: for the demo
+ * PID, and for a copy with statusManagement (each credential gets a random status list index). Then the status
+ * entries those credentials got are changed by PATCH (suspend, reinstate), closed loop.
  */
 export const benchIssuance = async (): Promise<void> => {
     const service = await startService(3919, { CONFIG_FOLDER: require('node:path').join(__dirname, '../../examples/config') });
     try {
         const admin = await post(`${service.url}/api/oauth2/token`, { grant_type: 'client_credentials', client_id: ROOT.id, client_secret: ROOT.secret });
-        const created = await post(`${service.url}/api/clients`, { clientId: 'bench-offers', roles: ['issuance:offer'], tenantId: 'demo' }, { authorization: `Bearer ${admin.body.access_token}` });
+        const created = await post(`${service.url}/api/clients`, { clientId: 'bench-offers', roles: ['issuance:offer', 'issuance:config'], tenantId: 'demo' }, { authorization: `Bearer ${admin.body.access_token}` });
         const token = (await post(`${service.url}/api/oauth2/token`, { grant_type: 'client_credentials', client_id: 'bench-offers', client_secret: created.body.clientSecret })).body.access_token;
         const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-        const offerBody = JSON.stringify({ credentialConfigurationIds: ['pid'], credentialClaims: { pid: { type: 'inline', claims: { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12' } } } });
+        const pid = (await call(`${service.url}/api/issuer/credentials/pid`, 'GET', undefined, auth)).json;
+        const { createdAt: _c, updatedAt: _u, ...pidSpec } = pid;
+        // Two bits: the PATCH loop suspends (1) and reinstates (0), which a revocation (final) would not allow.
+        const copy = await call(`${service.url}/api/issuer/credentials`, 'POST', JSON.stringify({ ...pidSpec, id: 'pid-status', status: { enabled: true, bits: 2 } }), auth);
+        if (copy.status !== 201) {
+            throw new Error(`status-managed configuration not created: ${copy.status} ${JSON.stringify(copy.json)}`);
+        }
         const issuer = `${service.url}/issuers/demo`;
+        const statusEntries: Array<{ listId: string; idx: number }> = [];
 
-        const flow = async () => {
+        const flow = (configurationId: string) => async () => {
+            const offerBody = JSON.stringify({ credentialConfigurationIds: [configurationId], credentialClaims: { [configurationId]: { type: 'inline', claims: { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12' } } } });
             const offer = await call(`${service.url}/api/issuer/offer`, 'POST', offerBody, auth);
             const offerUri = decodeURIComponent(offer.json.uri.split('credential_offer_uri=')[1]);
             const fetched = await call(offerUri, 'GET');
@@ -39,25 +49,58 @@ export const benchIssuance = async (): Promise<void> => {
             const code = fetched.json.grants['urn:ietf:params:oauth:grant-type:pre-authorized_code']['pre-authorized_code'];
             const tokenRes = await call(`${issuer}/authorize/token`, 'POST', `grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Apre-authorized_code&pre-authorized_code=${code}`, { 'content-type': 'application/x-www-form-urlencoded' });
             const nonce = (await call(`${issuer}/vci/nonce`, 'POST')).json.c_nonce;
-            const credential = await call(`${issuer}/vci/credential`, 'POST', JSON.stringify({ credential_configuration_id: 'pid', proof: { proof_type: 'jwt', jwt: proofJwt(issuer, nonce) } }), { authorization: `Bearer ${tokenRes.json.access_token}`, 'content-type': 'application/json' });
+            const credential = await call(`${issuer}/vci/credential`, 'POST', JSON.stringify({ credential_configuration_id: configurationId, proof: { proof_type: 'jwt', jwt: proofJwt(issuer, nonce) } }), { authorization: `Bearer ${tokenRes.json.access_token}`, 'content-type': 'application/json' });
             if (credential.status !== 200) {
                 throw new Error(`credential request failed: ${credential.status} ${JSON.stringify(credential.json)}`);
             }
+            const status = JSON.parse(Buffer.from(credential.json.credentials[0].credential.split('.')[1], 'base64url').toString()).status?.status_list;
+            if (status) {
+                statusEntries.push({ listId: status.uri.split('/').pop(), idx: status.idx });
+            }
         };
 
-        const { latencies, rate, clientShare } = await closedLoop(flow, WALLETS, DURATION_MS);
+        const measure = async (run: () => Promise<void>) => {
+            const cpuBefore = cpuMs(service.pid);
+            const result = await closedLoop(run, WALLETS, DURATION_MS);
+            return { ...result, serverCpuMsPerOp: (cpuMs(service.pid) - cpuBefore) / result.latencies.length };
+        };
+        const plain = await measure(flow('pid'));
+        const withStatus = await measure(flow('pid-status'));
         const speed = cryptoSpeed();
         // Per flow the server signs once (the credential) and verifies once (the proof).
         const ceiling = 1 / (1 / speed.sign + 1 / speed.verify);
         printTable(`Issuance: full pre-authorized dc+sd-jwt flow (one process, SQLite, ${WALLETS} wallets, 10 s)`, [
-            { measure: 'flows/s', value: Math.round(rate), target: '>= 500' },
-            { measure: 'p50 ms', value: percentile(latencies, 50), target: '' },
-            { measure: 'p99 ms', value: percentile(latencies, 99), target: '< 50' },
+            { measure: 'flows/s', value: Math.round(plain.rate), target: '>= 500' },
+            { measure: 'p50 ms', value: percentile(plain.latencies, 50), target: '' },
+            { measure: 'p99 ms', value: percentile(plain.latencies, 99), target: '< 50' },
+            { measure: 'server CPU ms/flow', value: plain.serverCpuMsPerOp.toFixed(2), target: '' },
+            { measure: 'flows/s with statusManagement', value: Math.round(withStatus.rate), target: `>= ${Math.round(plain.rate * 0.9)} (90 %)` },
+            { measure: 'p99 ms with statusManagement', value: percentile(withStatus.latencies, 99), target: '' },
+            { measure: 'server CPU ms/flow with statusManagement', value: withStatus.serverCpuMsPerOp.toFixed(2), target: '' },
             { measure: 'node ES256 sign/s (one core)', value: speed.sign, target: '' },
             { measure: 'node ES256 verify/s (one core)', value: speed.verify, target: '' },
             { measure: 'crypto ceiling flows/s (1 sign + 1 verify)', value: Math.round(ceiling), target: '' },
-            { measure: 'share of the ceiling', value: `${Math.round((rate / ceiling) * 100)}%`, target: '' },
-            { measure: 'CPU of the wallets (this process)', value: `${Math.round(clientShare * 100)}% of a core`, target: '' }
+            { measure: 'share of the ceiling', value: `${Math.round((plain.rate / ceiling) * 100)}%`, target: '' },
+            { measure: 'CPU of the wallets (this process)', value: `${Math.round(plain.clientShare * 100)}% of a core`, target: '' }
+        ]);
+
+        // PATCH of entries: each wallet takes the next issued entry and suspends or reinstates it.
+        let next = 0;
+        const patch = async () => {
+            const n = next++;
+            const entry = statusEntries[n % statusEntries.length]!;
+            // Each pass over the entries flips them: suspended on odd passes, reinstated on even ones.
+            const value = Math.floor(n / statusEntries.length) % 2 ? 0 : 1;
+            const res = await call(`${issuer}/status-management/status-list/${entry.listId}/entry/${entry.idx}`, 'PATCH', JSON.stringify({ value }), auth);
+            if (res.status !== 200) {
+                throw new Error(`PATCH failed: ${res.status} ${JSON.stringify(res.json)}`);
+            }
+        };
+        const patched = await measure(patch);
+        printTable(`Status entries: PATCH …/entry/{index} (one process, SQLite, ${WALLETS} clients, 10 s, ${statusEntries.length} entries)`, [
+            { measure: 'PATCH/s', value: Math.round(patched.rate), target: '>= 1000' },
+            { measure: 'p99 ms', value: percentile(patched.latencies, 99), target: '' },
+            { measure: 'server CPU ms/PATCH', value: patched.serverCpuMsPerOp.toFixed(2), target: '' }
         ]);
     }
     finally {

@@ -15,6 +15,15 @@ export interface BenchService {
 
 const root = Path.join(__dirname, '..', '..');
 
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** User + system CPU time of a process in ms (Linux /proc; clock ticks of 10 ms). */
+export const cpuMs = (pid: number): number => {
+    const fields = Fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // utime and stime are fields 14 and 15 of stat; after the command name, indexes 11 and 12.
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+};
+
 export const NODE_FLAGS = ['--max-semi-space-size=4'];
 
 export const ROOT = { id: 'bench-root', secret: 'bench-root-secret-0123456789abcdef' };

@@ -13,20 +13,11 @@ import { StatusListService } from '../plugins/status/services/status-lists';
 import { keyChainKind } from '../resources/key-chain';
 import { statusListKind } from '../resources/status-list';
 import { tenantKind } from '../resources/tenant';
-import { post, ROOT, startService } from './service';
+import { cpuMs, post, ROOT, startService } from './service';
 import { percentile, printTable } from './table';
 
 const run = (options: autocannon.Options) => new Promise<autocannon.Result>((resolve, reject) =>
     autocannon(options, (err, result) => (err ? reject(err) : resolve(result))));
-
-const CLOCK_TICKS_PER_SECOND = 100;
-
-/** User + system CPU time of a process in ms (Linux /proc; clock ticks of 10 ms). */
-const cpuMs = (pid: number): number => {
-    const fields = Fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    // utime and stime are fields 14 and 15 of stat; after the command name, indexes 11 and 12.
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
-};
 
 /** Packed entries of `capacity` entries of `bits` bits, `share` of them non-zero at random indexes. */
 const entries = (bits: number, capacity: number, share: number): Buffer => {

@@ -12,6 +12,7 @@ import { DIALECTS } from '../helpers/databases';
 import { Holder, type HeldCredential } from '../helpers/holder';
 import { freePort } from '../helpers/net';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { cwtEntries, verifiedCwt } from '../helpers/status-list';
 import { sameKey, verifyMdoc, verifySdJwtVc, Wallet, type HolderKey } from '../helpers/wallet';
 
 /**
@@ -190,12 +191,35 @@ for (const dialect of DIALECTS) {
             const { payload, protectedHeader } = await Jose.jwtVerify(jwt, (header) => Jose.importX509(`-----BEGIN CERTIFICATE-----\n${header.x5c![0]}\n-----END CERTIFICATE-----`, 'ES256'), { typ: 'statuslist+jwt', algorithms: ['ES256'] });
             expect(protectedHeader.x5c![0]).to.equal(DEMO_ISSUER_LEAF);
             expect(payload.sub).to.equal(uri);
-            expect(res.headers.get('cache-control')).to.contain(`max-age=${payload.ttl}`);
+            // max-age is the ttl, less the part of a second that may pass between serving and answering near the token's end.
+            const maxAge = Number(/^max-age=(\d+)$/.exec(res.headers.get('cache-control')!)![1]);
+            expect(maxAge).to.be.at.most(payload.ttl as number);
+            expect(maxAge).to.be.at.least((payload.ttl as number) - 1);
             const list = getListFromStatusListJWT(jwt);
             expect(list.getBitsPerStatus()).to.equal(2);
             return { payload, list };
         };
         const publishedStatus = async (ref: StatusRef) => (await publicToken(ref.uri)).list.getStatus(ref.idx);
+
+        /**
+         * The entry in the CWT form (Accept: application/statuslist+cwt), read with CBOR alone: COSE_Sign1 verified with
+         * the leaf of its protected x5chain, that leaf being the demo issuer's certificate, `sub` (2) the list uri.
+         */
+        const publishedCwtStatus = async (ref: StatusRef) => {
+            const res = await fetch(ref.uri, { headers: { accept: 'application/statuslist+cwt' } });
+            expect(res.status).to.equal(200);
+            expect(res.headers.get('content-type')).to.equal('application/statuslist+cwt');
+            const { leaf, claims } = verifiedCwt(Buffer.from(await res.arrayBuffer()));
+            expect(leaf.raw.toString('base64')).to.equal(DEMO_ISSUER_LEAF);
+            expect(claims.get(2)).to.equal(ref.uri);
+            const { bits, entries } = cwtEntries(claims);
+            expect(bits).to.equal(2);
+            return (entries[(ref.idx * bits) >> 3]! >> ((ref.idx * bits) & 7)) & 0b11;
+        };
+
+        /** A relying party's conditional GET with the ETag it holds: 304 while the token is the same. */
+        const revalidate = async (uri: string, etag: string) => (await fetch(uri, { headers: { 'if-none-match': etag } })).status;
+        const etagOf = async (uri: string) => (await fetch(uri)).headers.get('etag')!;
 
         const patch = (ref: StatusRef, value: number, token = offerer) => {
             const listId = ref.uri.split('/').pop()!;
@@ -264,11 +288,13 @@ for (const dialect of DIALECTS) {
 
                 await setStatus(issued.status, 1);
                 expect(await publishedStatus(issued.status)).to.equal(1);
+                expect(await publishedCwtStatus(issued.status)).to.equal(1);
                 await verifierForgets();
                 await expectRefused(issued, SUSPENDED);
 
                 await setStatus(issued.status, 0);
                 expect(await publishedStatus(issued.status)).to.equal(0);
+                expect(await publishedCwtStatus(issued.status)).to.equal(0);
                 await verifierForgets();
                 await expectAccepted(issued);
 
@@ -277,6 +303,7 @@ for (const dialect of DIALECTS) {
                 expect(list.getStatus(issued.status.idx)).to.equal(2);
                 expect(payload.ttl).to.equal(1);
                 expect(payload.exp!).to.be.above(payload.iat!);
+                expect(await publishedCwtStatus(issued.status)).to.equal(2);
                 await verifierForgets();
                 await expectRefused(issued, REVOKED);
                 // Still refused: the verifier's fresh read of the list agrees with its cached one.
@@ -418,11 +445,17 @@ for (const dialect of DIALECTS) {
                     // The first GET of a list signs its token (none exists yet).
                     expect(await publishedStatus(issued.status)).to.equal(0);
 
+                    const validEtag = await etagOf(issued.status.uri);
+                    expect(await revalidate(issued.status.uri, validEtag)).to.equal(304);
                     await setStatus(issued.status, 1);
                     // A GET serves the valid cached token: the change is not public until the job publishes it.
                     expect(await publishedStatus(issued.status)).to.equal(0);
+                    expect(await revalidate(issued.status.uri, validEtag)).to.equal(304);
                     await t.server.jobs.runNow(STATUS_LIST_PUBLISH_JOB);
+                    // A relying party revalidating its copy is told it changed.
+                    expect(await revalidate(issued.status.uri, validEtag)).to.equal(200);
                     expect(await publishedStatus(issued.status)).to.equal(1);
+                    expect(await publishedCwtStatus(issued.status)).to.equal(1);
 
                     await setStatus(issued.status, 2);
                     expect(await publishedStatus(issued.status)).to.equal(1);

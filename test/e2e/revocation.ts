@@ -119,12 +119,20 @@ for (const dialect of DIALECTS) {
 
             await statusListConfig({ ttlSeconds: 1, immediateUpdate: true });
             // Copies of the demo configurations with 2-bit status entries (so suspension exists), each with lists of its
-            // own: `-revocable` for the parts with immediateUpdate, `-published` for the publishing-job part.
+            // own: `-revocable` for the parts with immediateUpdate, `-published` for the publishing-job part, `-active` with
+            // activeCredentials.
             for (const format of FORMATS) {
                 const { id } = DEMO_CONFIG[format];
                 const { createdAt: _c, updatedAt: _u, ...spec } = await ok(admin, 'GET', `/api/issuer/credentials/${id}`, undefined, 200);
-                for (const suffix of ['revocable', 'published']) {
-                    const copy = { ...spec, id: `${id}-${suffix}`, config: { ...spec.config, scope: `${id}-${suffix}` }, statusManagement: true, status: { enabled: true, bits: 2, credentialConfigurationBound: true } };
+                for (const suffix of ['revocable', 'published', 'active']) {
+                    const copy = {
+                        ...spec,
+                        id: `${id}-${suffix}`,
+                        config: { ...spec.config, scope: `${id}-${suffix}` },
+                        statusManagement: true,
+                        status: { enabled: true, bits: 2, credentialConfigurationBound: true },
+                        ...(suffix === 'active' ? { activeCredentials: { enabled: true } } : {})
+                    };
                     await ok(admin, 'POST', '/api/issuer/credentials', copy, 201);
                 }
             }
@@ -138,9 +146,9 @@ for (const dialect of DIALECTS) {
         after(() => t?.stop());
 
         /** An offer of `configurationIds` with the demo claims: the issuance session id and the offer link. */
-        const offer = async (...configurationIds: string[]) => {
+        const offer = async (configurationIds: string[], extra: object = {}) => {
             const credentialClaims = Object.fromEntries(configurationIds.map((id) => [id, { type: 'inline', claims: DEMO_CONFIG[id.startsWith('pid') ? 'dc+sd-jwt' : 'mso_mdoc'].claims }]));
-            return ok(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: configurationIds, credentialClaims }, 201) as Promise<{ session: string; uri: string }>;
+            return ok(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: configurationIds, credentialClaims, ...extra }, 201) as Promise<{ session: string; uri: string }>;
         };
 
         /**
@@ -172,9 +180,9 @@ for (const dialect of DIALECTS) {
         };
 
         /** Issues one credential of `configurationId` through the wallet library. */
-        const issue = async (format: Format, configurationId: string): Promise<Issued> => {
+        const issue = async (format: Format, configurationId: string, extra: object = {}): Promise<Issued> => {
             const wallet = new Wallet();
-            const received = await wallet.receive((await offer(configurationId)).uri, { configurationId });
+            const received = await wallet.receive((await offer([configurationId], extra)).uri, { configurationId });
             expect(received.credentials).to.have.length(1);
             return (await issuedOf(format, received.credentials, received.holderKeys))[0]!;
         };
@@ -323,7 +331,7 @@ for (const dialect of DIALECTS) {
 
         it('revokes every credential of an issuance session (a batch of SD-JWT VCs and one of mdocs in one offer), by configuration and then all', async () => {
             await statusListConfig({ ttlSeconds: 1, immediateUpdate: true });
-            const { session, uri } = await offer('pid-revocable', 'mdl-revocable');
+            const { session, uri } = await offer(['pid-revocable', 'mdl-revocable']);
             const wallet = new Wallet();
             const received = await wallet.receive(uri, { configurationId: 'pid-revocable', batch: 2 });
             const pids = await issuedOf('dc+sd-jwt', received.credentials, received.holderKeys);
@@ -384,8 +392,28 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        for (const format of FORMATS) {
+            it(`${format}: with activeCredentials a new credential for the same subject revokes the earlier one, which the verifier then refuses`, async () => {
+                const configurationId = `${DEMO_CONFIG[format].id}-active`;
+                // activeCredentials needs the subject in the offer.
+                expect((await api(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: [configurationId], credentialClaims: { [configurationId]: { type: 'inline', claims: DEMO_CONFIG[format].claims } } })).status).to.equal(400);
+                const first = await issue(format, configurationId, { subject: 'holder-42' });
+                const otherSubject = await issue(format, configurationId, { subject: 'holder-43' });
+                await expectAccepted(first);
+                const second = await issue(format, configurationId, { subject: 'holder-42' });
+                expect(second.status.idx).to.not.equal(first.status.idx);
+                expect(await publishedStatus(first.status)).to.equal(2);
+                expect(await publishedStatus(second.status)).to.equal(0);
+                expect(await publishedStatus(otherSubject.status)).to.equal(0);
+                await verifierForgets();
+                await expectRefused(first, REVOKED);
+                await expectAccepted(second);
+                await expectAccepted(otherSubject);
+            });
+        }
+
         it('revokes a session while its entries are being suspended concurrently: every entry ends revoked, nothing answers 500', async () => {
-            const { session, uri } = await offer('pid-revocable');
+            const { session, uri } = await offer(['pid-revocable']);
             const wallet = new Wallet();
             const received = await wallet.receive(uri, { configurationId: 'pid-revocable', batch: 3 });
             const pids = await issuedOf('dc+sd-jwt', received.credentials, received.holderKeys);
@@ -428,6 +456,8 @@ for (const dialect of DIALECTS) {
             expect((await api(other, 'PATCH', entry('other', issued.status.idx), { value: 1 })).status).to.equal(404);
             expect((await api(other, 'PATCH', entry('demo', issued.status.idx), { value: 1 })).status).to.equal(404);
             expect((await patch(issued.status, 1, verifier)).status).to.equal(403);
+            // The demo list is no list of the other tenant's public path.
+            expect((await fetch(issued.status.uri.replace('/issuers/demo/', '/issuers/other/'))).status).to.equal(404);
             // None of these changed the entry, nor marked the list changed.
             expect(await publishedStatus(issued.status)).to.equal(0);
             await expectAccepted(issued);

@@ -91,6 +91,7 @@ for (const dialect of DIALECTS) {
             expect(res.statusCode, res.payload).to.equal(200);
             return res;
         };
+        const maxAge = (res: { headers: Record<string, unknown> }) => Number(/^max-age=(\d+)$/.exec(res.headers['cache-control'] as string)![1]);
         const status = async (tenant: string, list: string, index: number) => getListFromStatusListJWT((await get(tenant, list)).payload).getStatus(index);
         const putConfig = async (tenant: string, config: object) =>
             expect((await t.server.inject({ method: 'PUT', url: '/api/status-list-config', payload: config, headers: bearer(admins[tenant]!) })).statusCode).to.equal(200);
@@ -199,8 +200,9 @@ for (const dialect of DIALECTS) {
         it('re-signs a due token in the job, but never on a GET while it is still valid', async () => {
             const before = (await get('batch', 'l2')).payload;
             await t.server.db.knex('status_list_states').where({ tenantId: 'batch', listId: 'l2' }).update({ tokenRefreshAt: new Date(Date.now() - 1000).toISOString() });
-            // A change of the tenant drops the tokens this process keeps in memory, so the GET reads the due row.
-            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 599, immediateUpdate: false });
+            // A change of the tenant drops the tokens this process keeps in memory, so the GET reads the due row. (A
+            // longer ttl: a shorter one would make the other list's token due as well.)
+            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 601, immediateUpdate: false });
             expect((await get('batch', 'l2')).payload).to.equal(before);
             expect(signatures.jws).to.equal(0);
 
@@ -261,6 +263,26 @@ for (const dialect of DIALECTS) {
             await setEntry(t.server, 'batch', 'l2', 1, 9, 1);
             expect(await status('batch', 'l2', 9)).to.equal(1);
             await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 600, immediateUpdate: false });
+        });
+
+        it('re-signs a token whose ttl the tenant shortened since: the job without immediateUpdate, the next GET with it', async () => {
+            // A token of a longer ttl (what earlier tests left), then the ttl shortened to 60: relying parties must not be told to keep it longer.
+            expect(maxAge(await get('batch', 'l2'))).to.be.above(60);
+            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 60, immediateUpdate: false });
+            await t.server.jobs.runNow(STATUS_LIST_PUBLISH_JOB);
+            const batch = await get('batch', 'l2');
+            expect(batch.headers['cache-control']).to.equal('max-age=60');
+            expect((await verifiedJwtPayload(batch.payload)).ttl).to.equal(60);
+            // A lengthened ttl waits for the token to be due: the shorter promise stays true.
+            await putConfig('batch', { bits: 1, capacity: 1024, ttlSeconds: 600, immediateUpdate: false });
+            const before = signatures.jws;
+            await t.server.jobs.runNow(STATUS_LIST_PUBLISH_JOB);
+            expect(signatures.jws - before).to.equal(0);
+
+            expect(maxAge(await get('live', 'l2'))).to.be.above(60);
+            await putConfig('live', { bits: 1, capacity: 1024, ttlSeconds: 60, immediateUpdate: true });
+            expect((await get('live', 'l2')).headers['cache-control']).to.equal('max-age=60');
+            await putConfig('live', { bits: 1, capacity: 1024, ttlSeconds: 600, immediateUpdate: true });
         });
 
         it('marks the token stale when the list document changes (e.g. another signing chain), for the job to re-sign', async () => {

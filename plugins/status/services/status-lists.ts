@@ -107,6 +107,8 @@ export interface StatusListToken {
 /** What a GET needs from memory: the list's token and whether its tenant publishes changes at once. */
 interface Snapshot {
     immediateUpdate: boolean;
+    /** The tenant's ttl now: a token signed under a longer one is due once it has served this long. */
+    ttlSeconds: number;
     token?: StatusListToken;
 }
 
@@ -147,11 +149,17 @@ const tokenOf = (row: TokenRow | undefined): StatusListToken | undefined => {
 
 type Freshness = Pick<TokenRow, 'entriesVersion' | 'tokenVersion' | 'tokenRefreshAt'>;
 
-/** The entries changed since the cached token was signed, or it is due. */
-const changedOrDue = (row: Freshness, now: number): boolean => row.tokenVersion !== row.entriesVersion || !(millis(row.tokenRefreshAt) > now);
+/**
+ * The entries changed since the cached token was signed, or it is due: its refresh time has come, or lies further
+ * ahead than the tenant's ttl now allows (the ttl was shortened since it was signed).
+ */
+const changedOrDue = (row: Freshness, now: number, ttlSeconds: number): boolean => {
+    const refreshAt = millis(row.tokenRefreshAt);
+    return row.tokenVersion !== row.entriesVersion || !(refreshAt > now) || refreshAt > now + ttlSeconds * 1000;
+};
 
 /** No token is cached, or the cached one is changed or due. */
-const isStale = (row: Freshness & Pick<TokenRow, 'token'>, now: number): boolean => !row.token || changedOrDue(row, now);
+const isStale = (row: Freshness & Pick<TokenRow, 'token'>, now: number, ttlSeconds: number): boolean => !row.token || changedOrDue(row, now, ttlSeconds);
 
 /** Whether a token is cached that is still valid (not expired), whatever its version. */
 const hasValidToken = (row: Pick<TokenRow, 'token' | 'tokenExpiresAt'>, now: number): boolean => Boolean(row.token) && millis(row.tokenExpiresAt) > now;
@@ -234,10 +242,11 @@ export class StatusListService {
         const { token } = snapshot;
         const now = Date.now();
         if (snapshot.immediateUpdate) {
-            if (token && token.refreshAt > now && await this.currentEntriesVersion(tenantId, listId) === token.version) {
+            const ttlMs = snapshot.ttlSeconds * 1000;
+            if (token && token.refreshAt > now && token.refreshAt <= now + ttlMs && await this.currentEntriesVersion(tenantId, listId) === token.version) {
                 return token;
             }
-            return this.publish(tenantId, listId, (row) => isStale(row, Date.now()));
+            return this.publish(tenantId, listId, (row) => isStale(row, Date.now(), snapshot.ttlSeconds));
         }
         if (token && token.expiresAt > now) {
             return token;
@@ -255,9 +264,15 @@ export class StatusListService {
         const rows: Array<Freshness & { tenantId: string; listId: string }> = await this.deps.db.knex(STATES).whereNotNull('token')
             .select('tenantId', 'listId', 'entriesVersion', 'tokenVersion', 'tokenRefreshAt');
         let signed = 0;
-        for (const row of rows.filter((r) => changedOrDue(r, now))) {
+        const ttls = new Map<string, number>();
+        for (const row of rows) {
+            if (!ttls.has(row.tenantId)) {
+                ttls.set(row.tenantId, (await this.tenantDefaults(row.tenantId)).ttlSeconds);
+            }
+        }
+        for (const row of rows.filter((r) => changedOrDue(r, now, ttls.get(r.tenantId)!))) {
             try {
-                await this.publish(row.tenantId, row.listId, (current) => isStale(current, Date.now()), () => signed++);
+                await this.publish(row.tenantId, row.listId, (current) => isStale(current, Date.now(), ttls.get(row.tenantId)!), () => signed++);
             }
             catch (err) {
                 log?.warn({ err, tenantId: row.tenantId, listId: row.listId }, 'Status list not published');
@@ -274,7 +289,7 @@ export class StatusListService {
         const config = await this.tenantDefaults(tenantId);
         const row: TokenRow | undefined = await this.deps.db.knex(STATES).where({ tenantId, listId }).first(...TOKEN_COLUMNS);
         const token = tokenOf(row);
-        return { immediateUpdate: config.immediateUpdate, ...(token ? { token } : {}) };
+        return { immediateUpdate: config.immediateUpdate, ttlSeconds: config.ttlSeconds, ...(token ? { token } : {}) };
     }
 
     /**

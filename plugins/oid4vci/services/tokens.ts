@@ -152,7 +152,8 @@ export class TokenEndpoint {
 
     private async authorizationCode(request: WalletRequest, body: TokenRequest): Promise<TokenAnswer> {
         for (const name of ['code', 'code_verifier', 'redirect_uri'] as const) {
-            if (typeof body[name] !== 'string' || !body[name]) {
+            // redirect_uri only when sent: a code of the interactive authorization endpoint may have none (RFC 6749 4.1.3).
+            if ((name !== 'redirect_uri' || body[name] !== undefined) && (typeof body[name] !== 'string' || !body[name])) {
                 throw new OAuthError(400, 'invalid_request', `${name} is required as a string`);
             }
         }
@@ -176,6 +177,9 @@ export class TokenEndpoint {
         }
         if (client.clientId !== grant.clientId) {
             throw invalidGrant('The authorization code was issued to another client');
+        }
+        if (grant.redirectUri !== undefined && body.redirect_uri === undefined) {
+            throw new OAuthError(400, 'invalid_request', 'redirect_uri is required as a string');
         }
         if (body.redirect_uri !== grant.redirectUri) {
             throw invalidGrant('redirect_uri is not the one of the authorization request');

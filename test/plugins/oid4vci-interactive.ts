@@ -1,0 +1,370 @@
+import Crypto from 'node:crypto';
+import Fs from 'node:fs';
+import Path from 'node:path';
+import { expect } from '@hapi/code';
+import * as Lab from '@hapi/lab';
+import * as Jose from 'jose';
+import { bearer, clientWithToken, createTenant, jwtClaims, rootToken } from '../helpers/auth';
+import { DIALECTS } from '../helpers/databases';
+import { Holder, type HolderRequest } from '../helpers/holder';
+import { freePort } from '../helpers/net';
+import { startTestServer, type TestServer } from '../helpers/server';
+import { newHolderKey, verifySdJwtVc, Wallet, type Received } from '../helpers/wallet';
+
+/**
+ * The interactive authorization endpoint (spec 3.2, 4.5, 7.1): both step types end to end. The presentation step is
+ * answered by the OpenID4VP test holder (on @openid4vc/openid4vp) with a PID the OpenID4VCI test wallet obtained in the
+ * pre-authorized flow; the code is redeemed at the token endpoint and the credential's claims are checked with code
+ * independent of the service. Then every error code of 7.1, expiry, another tenant, replays and 20 concurrent replies.
+ */
+
+export const lab = Lab.script();
+const { describe, it, before, after } = lab;
+
+const CONFIG = Path.join(__dirname, '..', '..', 'examples', 'config');
+const PID = (JSON.parse(Fs.readFileSync(Path.join(CONFIG, 'demo', 'issuance', 'credentials', 'pid.json'), 'utf8')) as { spec: Record<string, any> }).spec;
+const ISSUER_KEY_CHAIN = (JSON.parse(Fs.readFileSync(Path.join(CONFIG, 'demo', 'key-chains', 'issuer.json'), 'utf8')) as { spec: Record<string, any> }).spec;
+const CLIENT_ID = 'iae-wallet';
+const CONCURRENT = 20;
+const BOTH = 'openid4vp_presentation,redirect_to_web';
+
+const newVerifier = () => Crypto.randomBytes(32).toString('base64url');
+const challengeOf = (verifier: string) => Crypto.createHash('sha256').update(verifier, 'ascii').digest('base64url');
+const details = (id: string) => JSON.stringify([{ type: 'openid_credential', credential_configuration_id: id }]);
+
+interface Res {
+    statusCode: number;
+    result: any;
+    payload: string;
+    headers: Record<string, unknown>;
+}
+
+const expectError = (res: Res, error: string, statusCode = 400) => {
+    expect(res.statusCode, res.payload).to.equal(statusCode);
+    expect(res.result.error, res.payload).to.equal(error);
+    expect(res.result.error_description, res.payload).to.be.a.string();
+};
+
+for (const dialect of DIALECTS) {
+    describe(`OID4VCI interactive authorization endpoint (${dialect})`, () => {
+        let t: TestServer;
+        let publicUrl: string;
+        let admin: string;
+        let offerer: string;
+        let otherOfferer: string;
+        let otherAdmin: string;
+        let verifierRole: string;
+        let pid: Received;
+
+        const api = async (token: string, method: string, url: string, payload?: object) => {
+            const res = await t.server.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
+            return { status: res.statusCode, body: res.result as any, payload: res.payload };
+        };
+
+        before(async () => {
+            const port = await freePort();
+            publicUrl = `http://127.0.0.1:${port}`;
+            t = await startTestServer(dialect, { listen: true, env: { PORT: String(port), PUBLIC_URL: publicUrl, CONFIG_FOLDER: CONFIG } });
+            const root = await rootToken(t.server);
+            admin = (await clientWithToken(t.server, root, { clientId: 'iae-admin', roles: ['tenant:admin'], tenantId: 'demo' })).token;
+            offerer = (await clientWithToken(t.server, root, { clientId: 'iae-offers', roles: ['issuance:offer'], tenantId: 'demo' })).token;
+            verifierRole = (await clientWithToken(t.server, root, { clientId: 'iae-verifier', roles: ['presentation:request'], tenantId: 'demo' })).token;
+            await createTenant(t.server, root, 'other');
+            otherAdmin = (await clientWithToken(t.server, root, { clientId: 'other-admin', roles: ['tenant:admin'], tenantId: 'other' })).token;
+            otherOfferer = (await clientWithToken(t.server, root, { clientId: 'other-offers', roles: ['issuance:offer'], tenantId: 'other' })).token;
+            const chain = await api(otherAdmin, 'POST', '/api/key-chain', ISSUER_KEY_CHAIN);
+            expect(chain.status, chain.payload).to.equal(201);
+            const plain = await api(otherAdmin, 'POST', '/api/issuer/credentials', PID);
+            expect(plain.status, plain.payload).to.equal(201);
+            const configs: Array<[string, unknown[]]> = [
+                ['pid-vp', [{ type: 'openid4vp_presentation', presentationConfigId: 'identify', label: 'Show your PID' }]],
+                ['pid-web', [{ type: 'redirect_to_web', url: 'https://issuer.example/login', label: 'Log in', description: 'internal', callbackUrl: 'https://issuer.example/cb' }]],
+                ['pid-both', [{ type: 'openid4vp_presentation', presentationConfigId: 'identify' }, { type: 'redirect_to_web', url: 'https://issuer.example/login' }]],
+                ['pid-missing-vp', [{ type: 'openid4vp_presentation', presentationConfigId: 'no-such-configuration' }]]
+            ];
+            for (const [id, iaeActions] of configs) {
+                const res = await api(admin, 'POST', '/api/issuer/credentials', { ...PID, id, config: { ...PID.config, scope: id }, iaeActions });
+                expect(res.status, res.payload).to.equal(201);
+            }
+            // The credential the holder presents: a demo PID from the pre-authorized flow.
+            const offered = await api(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: ['pid'], credentialClaims: { pid: { type: 'inline', claims: { given_name: 'Erika', family_name: 'Mustermann' } } } });
+            expect(offered.status, offered.payload).to.equal(201);
+            pid = await new Wallet().receive(offered.body.uri, { configurationId: 'pid' });
+        });
+
+        after(async () => {
+            await t?.stop();
+        });
+
+        const offer = async (id: string, claims?: Record<string, unknown>, tenant = 'demo') => {
+            const res = await api(tenant === 'demo' ? offerer : otherOfferer, 'POST', '/api/issuer/offer', {
+                flow: 'authorization_code', credentialConfigurationIds: [id], byReference: false,
+                ...(claims ? { credentialClaims: { [id]: { type: 'inline', claims } } } : {})
+            });
+            expect(res.status, res.payload).to.equal(201);
+            const object = JSON.parse(new URL(res.body.uri.replace('openid-credential-offer://', 'https://wallet.invalid/')).searchParams.get('credential_offer')!);
+            return { session: res.body.session as string, issuerState: object.grants.authorization_code.issuer_state as string };
+        };
+        const iae = (body: Record<string, string>, tenant = 'demo', json = false) => t.server.inject({
+            method: 'POST',
+            url: `/issuers/${tenant}/authorize/interactive`,
+            payload: json ? body : new URLSearchParams(body).toString(),
+            headers: { 'content-type': json ? 'application/json' : 'application/x-www-form-urlencoded' }
+        }) as Promise<Res>;
+        const firstBody = (issuerState: string, id: string, verifier: string, extra: Record<string, string> = {}) => ({
+            client_id: CLIENT_ID, interaction_types_supported: BOTH, issuer_state: issuerState, authorization_details: details(id),
+            code_challenge: challengeOf(verifier), code_challenge_method: 'S256', ...extra
+        });
+        const start = async (id: string, claims?: Record<string, unknown>, extra: Record<string, string> = {}) => {
+            const created = await offer(id, claims);
+            const verifier = newVerifier();
+            const res = await iae(firstBody(created.issuerState, id, verifier, extra));
+            expect(res.statusCode, res.payload).to.equal(200);
+            expect(res.headers['cache-control']).to.equal('no-store');
+            return { ...created, verifier, first: res.result as Record<string, any> };
+        };
+        const completeWeb = (authSession: string, token?: string, tenant = 'demo') => t.server.inject({
+            method: 'POST', url: `/issuers/${tenant}/authorize/interactive/complete-web-auth/${authSession}`, ...(token ? { headers: bearer(token) } : {})
+        }) as Promise<Res>;
+        const token = (body: Record<string, string>, tenant = 'demo') => t.server.inject({
+            method: 'POST', url: `/issuers/${tenant}/authorize/token`, payload: new URLSearchParams(body).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' }
+        }) as Promise<Res>;
+        const redeem = (code: string, verifier: string) => ({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: CLIENT_ID });
+
+        /** The holder takes the step's request object (by value) through the OpenID4VP library and verifies its signature. */
+        const resolveStep = async (holder: Holder, step: Record<string, any>): Promise<HolderRequest> => {
+            expect(step).to.include({ status: 'require_interaction', type: 'openid4vp_presentation' });
+            const request = step.openid4vp_request.request as string;
+            expect(Jose.decodeProtectedHeader(request).typ).to.equal('oauth-authz-req+jwt');
+            const clientId = jwtClaims(request).client_id as string;
+            return holder.resolve(`openid4vp://?client_id=${encodeURIComponent(clientId)}&request=${request}`);
+        };
+        /** The encrypted direct_post.jwt response of the holder's PID presentation, as the JSON string the endpoint takes. */
+        const presentation = async (holder: Holder, resolved: HolderRequest, options: { noKeyBinding?: boolean } = {}) => {
+            const vpToken = await holder.vpToken(resolved, { pid: { format: 'dc+sd-jwt', credential: pid.credentials[0]!, key: pid.holderKeys[0]!, options } });
+            return JSON.stringify({ response: await holder.encrypt(resolved, { vp_token: vpToken, state: resolved.state }) });
+        };
+
+        /** A Bearer access token's credential of configuration `id`, verified independently of the service. */
+        const credentialOf = async (accessToken: string, id: string) => {
+            const cNonce = ((await t.server.inject({ method: 'POST', url: '/issuers/demo/vci/nonce' })).result as { c_nonce: string }).c_nonce;
+            const holderKey = await newHolderKey();
+            const proof = await new Jose.SignJWT({ aud: `${publicUrl}/issuers/demo`, nonce: cNonce })
+                .setProtectedHeader({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: holderKey.publicJwk }).setIssuedAt().sign(holderKey.privateKey);
+            const res = await t.server.inject({ method: 'POST', url: '/issuers/demo/vci/credential', headers: bearer(accessToken), payload: { credential_configuration_id: id, proofs: { jwt: [proof] } } }) as Res;
+            expect(res.statusCode, res.payload).to.equal(200);
+            return verifySdJwtVc(res.result.credentials[0].credential as string);
+        };
+
+        it('advertises the endpoint and sends wallet-initiated authorization requests there', async () => {
+            const issuer = (await t.server.inject({ url: '/.well-known/openid-credential-issuer/issuers/demo' })).result as Record<string, unknown>;
+            expect(issuer.interactive_authorization_endpoint).to.equal(`${publicUrl}/issuers/demo/authorize/interactive`);
+            const as = (await t.server.inject({ url: '/.well-known/oauth-authorization-server/issuers/demo' })).result as Record<string, unknown>;
+            expect(as.interactive_authorization_endpoint).to.equal(`${publicUrl}/issuers/demo/authorize/interactive`);
+            const verifier = newVerifier();
+            const pushed = await t.server.inject({
+                method: 'POST', url: '/issuers/demo/authorize/par', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+                payload: new URLSearchParams({ response_type: 'code', client_id: CLIENT_ID, redirect_uri: 'https://wallet.example/cb', code_challenge: challengeOf(verifier), code_challenge_method: 'S256', scope: 'pid' }).toString()
+            });
+            expect(pushed.statusCode, pushed.payload).to.equal(201);
+            const res = await t.server.inject({ url: `/issuers/demo/authorize?${new URLSearchParams({ client_id: CLIENT_ID, request_uri: (pushed.result as { request_uri: string }).request_uri }).toString()}` });
+            expect(res.statusCode).to.equal(302);
+            const location = new URL(res.headers.location as string);
+            expect(location.searchParams.get('error')).to.equal('invalid_request');
+            expect(location.searchParams.get('error_description')).to.contain(`${publicUrl}/issuers/demo/authorize/interactive`);
+        });
+
+        it('takes a presentation step with the OpenID4VP holder, issues a code the token endpoint redeems, and the credential carries the presented claims', async () => {
+            // The offer gives birthdate; given_name and family_name (mandatory) come from the presentation.
+            const flow = await start('pid-vp', { birthdate: '1964-08-12' });
+            expect(flow.first).to.include({ status: 'require_interaction', type: 'openid4vp_presentation', label: 'Show your PID' });
+            expect(flow.first.auth_session).to.match(/^[A-Za-z0-9_-]{43}$/);
+            const stored = await t.server.sessions.get(flow.session);
+            const expiresIn = Date.parse((stored!.data as any).interactive.expiresAt) - Date.now();
+            expect(expiresIn).to.be.within(595_000, 600_000);
+
+            const holder = new Holder();
+            const resolved = await resolveStep(holder, flow.first);
+            expect(resolved.payload.response_mode).to.equal('direct_post.jwt');
+            expect(resolved.payload.dcql_query.credentials.map((c: { id: string }) => c.id)).to.include('pid');
+            const response = await presentation(holder, resolved);
+            const done = await iae({ auth_session: flow.first.auth_session, openid4vp_response: response });
+            expect(done.statusCode, done.payload).to.equal(200);
+            expect(Object.keys(done.result).sort()).to.equal(['code', 'status']);
+            expect(done.result.status).to.equal('ok');
+
+            // Replays: the same response, the finished auth_session.
+            expectError(await iae({ auth_session: flow.first.auth_session, openid4vp_response: response }), 'invalid_request');
+            const session = await t.server.sessions.get(flow.session);
+            const data = session!.data as any;
+            expect(data.interactive).to.not.exist();
+            expect(data.presented[0].presentationConfigId).to.equal('identify');
+            expect(data.presented[0].credentials[0].values[0]).to.include({ given_name: 'Erika', family_name: 'Mustermann' });
+            expect(Date.parse(data.authorization.codeExpiresAt) - Date.now()).to.be.within(55_000, 60_000);
+            // The presentation session the step used is completed like any other.
+            const presentationSession = (await t.server.sessions.get(data.presented[0].presentationSessionId))!;
+            expect(presentationSession.status).to.equal('completed');
+
+            expectError(await token(redeem(done.result.code, newVerifier())), 'invalid_grant');
+            expectError(await token({ ...redeem(done.result.code, flow.verifier), redirect_uri: 'https://wallet.example/cb' }), 'invalid_grant');
+            const tokens = await token(redeem(done.result.code, flow.verifier));
+            expect(tokens.statusCode, tokens.payload).to.equal(200);
+            expect(tokens.result.authorization_details[0]).to.include({ credential_configuration_id: 'pid-vp' });
+            expectError(await token(redeem(done.result.code, flow.verifier)), 'invalid_grant');
+            const credential = await credentialOf(tokens.result.access_token, 'pid-vp');
+            expect(credential.payload).to.include({ given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12' });
+        });
+
+        it('takes a web step completed by the issuer backend (issuance:offer of the same tenant only)', async () => {
+            const flow = await start('pid-web', { given_name: 'Max', family_name: 'Muster' }, { redirect_uri: 'https://wallet.example/cb' });
+            // Only the type, the auth_session and the label reach the wallet: url, description and callbackUrl stay stored.
+            expect(flow.first).to.equal({ status: 'require_interaction', type: 'redirect_to_web', auth_session: flow.first.auth_session, label: 'Log in' });
+            const authSession = flow.first.auth_session as string;
+            expectError(await iae({ auth_session: authSession, code_verifier: flow.verifier }), 'access_denied');
+            expectError(await iae({ auth_session: authSession }), 'invalid_request');
+            expectError(await iae({ auth_session: authSession, code_verifier: newVerifier() }), 'invalid_grant');
+            expectError(await iae({ auth_session: authSession, openid4vp_response: '{"response":"x"}', code_verifier: flow.verifier }), 'invalid_request');
+
+            expect((await completeWeb(authSession)).statusCode).to.equal(401);
+            expect((await completeWeb(authSession, verifierRole)).statusCode).to.equal(403);
+            expect((await completeWeb(authSession, otherOfferer)).statusCode).to.equal(403);
+            // Another tenant's backend on its own path does not find it.
+            const foreign = await completeWeb(authSession, otherOfferer, 'other');
+            expect(foreign.statusCode).to.equal(404);
+            expect(foreign.result).to.equal({ error: 'not_found' });
+            const unknown = await completeWeb('A'.repeat(43), offerer);
+            expect(unknown.statusCode).to.equal(404);
+            expect(unknown.result).to.equal({ error: 'not_found' });
+            const completed = await completeWeb(authSession, offerer);
+            expect(completed.statusCode, completed.payload).to.equal(200);
+            expect(completed.result).to.equal({ success: true });
+            expect((await completeWeb(authSession, offerer)).result).to.equal({ error: 'not_found' });
+
+            // The auth_session of this tenant means nothing at another tenant's endpoint.
+            expectError(await iae({ auth_session: authSession, code_verifier: flow.verifier }, 'other'), 'invalid_request');
+            const done = await iae({ auth_session: authSession, code_verifier: flow.verifier }, 'demo', true);
+            expect(done.statusCode, done.payload).to.equal(200);
+            expect(done.result.status).to.equal('ok');
+            expectError(await iae({ auth_session: authSession, code_verifier: flow.verifier }), 'invalid_request');
+            expect((await completeWeb(authSession, offerer)).result).to.equal({ error: 'not_found' });
+            // The redirect_uri of the first request must be repeated at the token endpoint.
+            expectError(await token(redeem(done.result.code, flow.verifier)), 'invalid_request');
+            const tokens = await token({ ...redeem(done.result.code, flow.verifier), redirect_uri: 'https://wallet.example/cb' });
+            expect(tokens.statusCode, tokens.payload).to.equal(200);
+            const credential = await credentialOf(tokens.result.access_token, 'pid-web');
+            expect(credential.payload).to.include({ given_name: 'Max', family_name: 'Muster' });
+        });
+
+        it('runs the configured steps in order: a presentation, then a web step', async () => {
+            const flow = await start('pid-both');
+            const holder = new Holder();
+            const next = await iae({ auth_session: flow.first.auth_session, openid4vp_response: await presentation(holder, await resolveStep(holder, flow.first)) });
+            expect(next.statusCode, next.payload).to.equal(200);
+            expect(next.result).to.equal({ status: 'require_interaction', type: 'redirect_to_web', auth_session: flow.first.auth_session });
+            expect((await completeWeb(flow.first.auth_session, offerer)).result).to.equal({ success: true });
+            const done = await iae({ auth_session: flow.first.auth_session, code_verifier: flow.verifier });
+            expect(done.result.status, done.payload).to.equal('ok');
+            const tokens = await token(redeem(done.result.code, flow.verifier));
+            expect(tokens.statusCode, tokens.payload).to.equal(200);
+            expect((await credentialOf(tokens.result.access_token, 'pid-both')).payload).to.include({ given_name: 'Erika', family_name: 'Mustermann' });
+        });
+
+        it('without iaeActions chooses one step from interaction_types_supported', async () => {
+            const presented = await start('pid', undefined, { interaction_types_supported: 'openid4vp_presentation' });
+            expect(presented.first.type).to.equal('openid4vp_presentation');
+            const holder = new Holder();
+            expect((await resolveStep(holder, presented.first)).payload.dcql_query.credentials[0].id).to.equal('pid');
+            const web = await start('pid', undefined, { interaction_types_supported: 'redirect_to_web' });
+            expect(web.first.type).to.equal('redirect_to_web');
+            // A tenant without presentation configurations cannot make a presentation step.
+            const other = await offer('pid', undefined, 'other');
+            expectError(await iae(firstBody(other.issuerState, 'pid', newVerifier(), { interaction_types_supported: 'openid4vp_presentation' }), 'other'), 'server_error');
+            // The offer was not spent by the failed request.
+            const fine = await iae(firstBody(other.issuerState, 'pid', newVerifier(), { interaction_types_supported: BOTH }), 'other');
+            expect(fine.result.type, fine.payload).to.equal('redirect_to_web');
+        });
+
+        it('answers every error of spec 7.1', async () => {
+            const created = await offer('pid-vp');
+            const verifier = newVerifier();
+            const good = firstBody(created.issuerState, 'pid-vp', verifier);
+            const without = (name: string) => Object.fromEntries(Object.entries(good).filter(([key]) => key !== name));
+            for (const name of ['client_id', 'interaction_types_supported', 'code_challenge', 'code_challenge_method', 'issuer_state']) {
+                expectError(await iae(without(name)), 'invalid_request');
+            }
+            expectError(await iae({ ...good, code_challenge_method: 'plain', code_challenge: verifier }), 'invalid_request');
+            expectError(await iae({ ...good, code_challenge: 'short' }), 'invalid_request');
+            expectError(await iae({ ...good, issuer_state: 'not-an-issuer-state' }), 'invalid_request');
+            expectError(await iae({ ...good, interaction_types_supported: 'something_else' }), 'invalid_request');
+            expectError(await iae({ ...good, interaction_types_supported: 'redirect_to_web' }), 'invalid_request');
+            expectError(await iae({ ...good, redirect_uri: 'javascript:alert(1)' }), 'invalid_request');
+            expectError(await iae({ ...good, authorization_details: details('pid') }), 'invalid_authorization_details');
+            // A pre-authorized code is not an issuer_state.
+            const preAuthorized = await api(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: ['pid-vp'], byReference: false });
+            const code = JSON.parse(new URL(preAuthorized.body.uri.replace('openid-credential-offer://', 'https://wallet.invalid/')).searchParams.get('credential_offer')!).grants['urn:ietf:params:oauth:grant-type:pre-authorized_code']['pre-authorized_code'];
+            expectError(await iae({ ...good, issuer_state: code }), 'invalid_request');
+            // Another tenant does not know the issuer_state.
+            expectError(await iae(good, 'other'), 'invalid_request');
+            // server_error: the configured presentation configuration does not exist.
+            const missing = await offer('pid-missing-vp');
+            expectError(await iae(firstBody(missing.issuerState, 'pid-missing-vp', newVerifier())), 'server_error');
+
+            const first = await iae(good);
+            expect(first.statusCode, first.payload).to.equal(200);
+            // The offer is authorized once: a second first request and the authorization endpoint's flow are refused.
+            expectError(await iae(good), 'invalid_request');
+            const authSession = first.result.auth_session as string;
+            expectError(await iae({ auth_session: 'A'.repeat(43), openid4vp_response: '{}' }), 'invalid_request');
+            expectError(await iae({ auth_session: 'x\u0000', openid4vp_response: '{}' }), 'invalid_request');
+            // Replies not matching the presentation step, and malformed responses.
+            expectError(await iae({ auth_session: authSession }), 'invalid_request');
+            expectError(await iae({ auth_session: authSession, code_verifier: verifier }), 'invalid_request');
+            for (const bad of ['not json', '[]', '"string"', '{}', JSON.stringify({ vp_token: { pid: ['x'] } }), JSON.stringify({ response: 'not-a-jwe' })]) {
+                expectError(await iae({ auth_session: authSession, openid4vp_response: bad }), 'invalid_request');
+            }
+            expectError(await iae({ auth_session: authSession, openid4vp_response: '{}', code_verifier: newVerifier() }), 'invalid_grant');
+            // access_denied: a presentation that does not verify (no key binding) ends the auth_session.
+            const holder = new Holder();
+            const resolved = await resolveStep(holder, first.result);
+            expectError(await iae({ auth_session: authSession, openid4vp_response: await presentation(holder, resolved, { noKeyBinding: true }) }), 'access_denied');
+            expectError(await iae({ auth_session: authSession, openid4vp_response: await presentation(holder, resolved) }), 'invalid_request');
+        });
+
+        it('refuses an expired auth_session', async () => {
+            const flow = await start('pid-web');
+            await t.server.sessions.mutateData<'issuance'>(flow.session, (data) => ({ ...data, interactive: { ...data.interactive!, expiresAt: new Date(Date.now() - 1).toISOString() } }));
+            expect((await completeWeb(flow.first.auth_session, offerer)).result).to.equal({ error: 'not_found' });
+            expectError(await iae({ auth_session: flow.first.auth_session, code_verifier: flow.verifier }), 'invalid_request');
+            // An expired code from the endpoint is refused at the token endpoint.
+            const late = await start('pid-web', { given_name: 'A', family_name: 'B' });
+            await completeWeb(late.first.auth_session, offerer);
+            const done = await iae({ auth_session: late.first.auth_session, code_verifier: late.verifier });
+            await t.server.sessions.mutateData<'issuance'>(late.session, (data) => ({ ...data, authorization: { ...data.authorization!, codeExpiresAt: new Date(Date.now() - 1).toISOString() } }));
+            expectError(await token(redeem(done.result.code, late.verifier)), 'invalid_grant');
+        });
+
+        it(`lets exactly one of ${CONCURRENT} concurrent first requests and replies to one step proceed`, async () => {
+            const created = await offer('pid-vp');
+            const verifier = newVerifier();
+            const firsts = await Promise.all(Array.from({ length: CONCURRENT }, () => iae(firstBody(created.issuerState, 'pid-vp', verifier))));
+            const winners = firsts.filter((r) => r.statusCode === 200);
+            expect(winners.length).to.equal(1);
+            firsts.filter((r) => r.statusCode !== 200).forEach((r) => expectError(r, 'invalid_request'));
+
+            const holder = new Holder();
+            const response = await presentation(holder, await resolveStep(holder, winners[0]!.result));
+            const replies = await Promise.all(Array.from({ length: CONCURRENT }, () => iae({ auth_session: winners[0]!.result.auth_session, openid4vp_response: response })));
+            expect(replies.filter((r) => r.statusCode === 200).length).to.equal(1);
+            replies.filter((r) => r.statusCode !== 200).forEach((r) => expectError(r, 'invalid_request'));
+
+            const web = await start('pid-web');
+            const completions = await Promise.all(Array.from({ length: CONCURRENT }, () => completeWeb(web.first.auth_session, offerer)));
+            expect(completions.filter((r) => r.statusCode === 200).length).to.equal(1);
+            const webReplies = await Promise.all(Array.from({ length: CONCURRENT }, () => iae({ auth_session: web.first.auth_session, code_verifier: web.verifier })));
+            const codes = webReplies.filter((r) => r.statusCode === 200);
+            expect(codes.length).to.equal(1);
+            expect(codes[0]!.result.status).to.equal('ok');
+            webReplies.filter((r) => r.statusCode !== 200).forEach((r) => expectError(r, 'invalid_request'));
+        });
+    });
+}

@@ -1,5 +1,6 @@
 import Crypto from 'node:crypto';
 import Fs from 'node:fs';
+import Http from 'node:http';
 import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
@@ -53,8 +54,12 @@ for (const dialect of DIALECTS) {
         let offerer: string;
         let otherOfferer: string;
         let otherAdmin: string;
+        let attestedOfferer: string;
         let verifierRole: string;
         let pid: Received;
+        let provider: Http.Server;
+        /** The bodies the attribute provider received. */
+        const providerRequests: Array<Record<string, any>> = [];
 
         const api = async (token: string, method: string, url: string, payload?: object) => {
             const res = await t.server.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
@@ -64,7 +69,23 @@ for (const dialect of DIALECTS) {
         before(async () => {
             const port = await freePort();
             publicUrl = `http://127.0.0.1:${port}`;
-            t = await startTestServer(dialect, { listen: true, env: { PORT: String(port), PUBLIC_URL: publicUrl, CONFIG_FOLDER: CONFIG } });
+            // An attribute provider that answers the credential's claims from the presented ones it is sent.
+            provider = Http.createServer((req, res) => {
+                let text = '';
+                req.on('data', (chunk: Buffer) => {
+                    text += chunk.toString('utf8');
+                });
+                req.on('end', () => {
+                    const body = JSON.parse(text) as Record<string, any>;
+                    providerRequests.push(body);
+                    const values = body.presentations?.[0]?.credentials?.[0]?.values?.[0] ?? {};
+                    res.setHeader('content-type', 'application/json');
+                    res.end(JSON.stringify({ claims: { given_name: String(values.given_name).toUpperCase(), family_name: String(values.family_name).toUpperCase() } }));
+                });
+            });
+            const providerPort = await freePort();
+            await new Promise<void>((resolve) => provider.listen(providerPort, '127.0.0.1', resolve));
+            t = await startTestServer(dialect, { listen: true, env: { PORT: String(port), PUBLIC_URL: publicUrl, CONFIG_FOLDER: CONFIG, OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' } });
             const root = await rootToken(t.server);
             admin = (await clientWithToken(t.server, root, { clientId: 'iae-admin', roles: ['tenant:admin'], tenantId: 'demo' })).token;
             offerer = (await clientWithToken(t.server, root, { clientId: 'iae-offers', roles: ['issuance:offer'], tenantId: 'demo' })).token;
@@ -76,6 +97,20 @@ for (const dialect of DIALECTS) {
             expect(chain.status, chain.payload).to.equal(201);
             const plain = await api(otherAdmin, 'POST', '/api/issuer/credentials', PID);
             expect(plain.status, plain.payload).to.equal(201);
+            // A HAIP tenant: wallets must authenticate with a wallet attestation, at the interactive endpoint as at PAR.
+            await createTenant(t.server, root, 'attested');
+            const attestedAdmin = (await clientWithToken(t.server, root, { clientId: 'attested-admin', roles: ['tenant:admin'], tenantId: 'attested' })).token;
+            expect((await api(attestedAdmin, 'POST', '/api/key-chain', ISSUER_KEY_CHAIN)).status).to.equal(201);
+            expect((await api(attestedAdmin, 'POST', '/api/issuer/credentials', PID)).status).to.equal(201);
+            expect((await api(attestedAdmin, 'PUT', '/api/issuer/config', { walletAttestationRequired: true })).status).to.equal(200);
+            attestedOfferer = (await clientWithToken(t.server, root, { clientId: 'attested-offers', roles: ['issuance:offer'], tenantId: 'attested' })).token;
+            const registered = await api(admin, 'POST', '/api/issuer/attribute-providers', { id: 'register', url: `http://127.0.0.1:${providerPort}/claims`, auth: { type: 'none' } });
+            expect(registered.status, registered.payload).to.equal(201);
+            const provided = await api(admin, 'POST', '/api/issuer/credentials', {
+                ...PID, id: 'pid-provided', config: { ...PID.config, scope: 'pid-provided' }, attributeProviderId: 'register',
+                iaeActions: [{ type: 'openid4vp_presentation', presentationConfigId: 'identify' }]
+            });
+            expect(provided.status, provided.payload).to.equal(201);
             const configs: Array<[string, unknown[]]> = [
                 ['pid-vp', [{ type: 'openid4vp_presentation', presentationConfigId: 'identify', label: 'Show your PID' }]],
                 ['pid-web', [{ type: 'redirect_to_web', url: 'https://issuer.example/login', label: 'Log in', description: 'internal', callbackUrl: 'https://issuer.example/cb' }]],
@@ -94,10 +129,11 @@ for (const dialect of DIALECTS) {
 
         after(async () => {
             await t?.stop();
+            await new Promise((resolve) => provider?.close(resolve));
         });
 
         const offer = async (id: string, claims?: Record<string, unknown>, tenant = 'demo') => {
-            const res = await api(tenant === 'demo' ? offerer : otherOfferer, 'POST', '/api/issuer/offer', {
+            const res = await api(({ demo: offerer, other: otherOfferer, attested: attestedOfferer } as Record<string, string>)[tenant]!, 'POST', '/api/issuer/offer', {
                 flow: 'authorization_code', credentialConfigurationIds: [id], byReference: false,
                 ...(claims ? { credentialClaims: { [id]: { type: 'inline', claims } } } : {})
             });
@@ -284,6 +320,49 @@ for (const dialect of DIALECTS) {
             expect(fine.result.type, fine.payload).to.equal('redirect_to_web');
         });
 
+        it('sends the presented claims to the attribute provider of the configuration, which answers the credential\'s', async () => {
+            const flow = await start('pid-provided');
+            const holder = new Holder();
+            const done = await iae({ auth_session: flow.first.auth_session, openid4vp_response: await presentation(holder, await resolveStep(holder, flow.first)) });
+            expect(done.result.status, done.payload).to.equal('ok');
+            // The offer's claims were left alone: the provider stays the source.
+            expect((await t.server.sessions.get(flow.session))!.data).to.include({ claims: {} });
+            const tokens = await token(redeem(done.result.code, flow.verifier));
+            expect(tokens.statusCode, tokens.payload).to.equal(200);
+            const credential = await credentialOf(tokens.result.access_token, 'pid-provided');
+            expect(credential.payload).to.include({ given_name: 'ERIKA', family_name: 'MUSTERMANN' });
+            const sent = providerRequests.find((r) => r.session === flow.session)!;
+            expect(sent.credential_configuration_id).to.equal('pid-provided');
+            expect(sent.presentations).to.have.length(1);
+            expect(sent.presentations[0]).to.include({ presentationConfigId: 'identify' });
+            expect(sent.presentations[0].credentials[0]).to.include({ id: 'pid', format: 'dc+sd-jwt' });
+            expect(sent.presentations[0].credentials[0].values[0]).to.include({ given_name: 'Erika', family_name: 'Mustermann' });
+            expect(sent.presentations[0].credentials[0].values[0].cnf).to.not.exist();
+        });
+
+        it('takes a JSON first request with authorization_details as an array, and a wallet that declines gets access_denied', async () => {
+            const created = await offer('pid-vp');
+            const verifier = newVerifier();
+            const res = await t.server.inject({
+                method: 'POST', url: '/issuers/demo/authorize/interactive',
+                payload: { ...firstBody(created.issuerState, 'pid-vp', verifier), authorization_details: [{ type: 'openid_credential', credential_configuration_id: 'pid-vp' }] }
+            }) as Res;
+            expect(res.statusCode, res.payload).to.equal(200);
+            const declined = await iae({ auth_session: res.result.auth_session, openid4vp_response: JSON.stringify({ error: 'access_denied', error_description: 'the user declined' }) });
+            expectError(declined, 'access_denied');
+            expect(declined.result.error_description).to.contain('the user declined');
+            expectError(await iae({ auth_session: res.result.auth_session, code_verifier: verifier }), 'invalid_request');
+        });
+
+        it('authenticates the client as PAR does (walletAttestationRequired)', async () => {
+            const created = await offer('pid', undefined, 'attested');
+            const res = await iae(firstBody(created.issuerState, 'pid', newVerifier()), 'attested');
+            expectError(res, 'invalid_client');
+            // The refused request did not spend the offer.
+            const session = await t.server.sessions.get(created.session);
+            expect((session!.data as any).interactive).to.not.exist();
+        });
+
         it('answers every error of spec 7.1', async () => {
             const created = await offer('pid-vp');
             const verifier = newVerifier();
@@ -308,6 +387,9 @@ for (const dialect of DIALECTS) {
             // server_error: the configured presentation configuration does not exist.
             const missing = await offer('pid-missing-vp');
             expectError(await iae(firstBody(missing.issuerState, 'pid-missing-vp', newVerifier())), 'server_error');
+            // The offer was given back: the same request fails the same way, not as a used issuer_state.
+            expectError(await iae(firstBody(missing.issuerState, 'pid-missing-vp', newVerifier())), 'server_error');
+            expect(((await t.server.sessions.get(missing.session))!.data as any).interactive).to.not.exist();
 
             const first = await iae(good);
             expect(first.statusCode, first.payload).to.equal(200);

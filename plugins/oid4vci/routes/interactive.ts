@@ -28,7 +28,6 @@ export const interactiveRoutes = (deps: { publicUrl: string; issuer: Issuer; int
         path: '/issuers/{tenant}/authorize/interactive',
         options: {
             ...protocol,
-            tags: ['api', 'wallet'],
             payload: { allow: ['application/x-www-form-urlencoded', 'application/json'], maxBytes: INTERACTIVE_MAX_BYTES },
             validate: { params: tenantParams, payload: anyBody },
             response: { status: { 200: answerSchema } },

@@ -7,7 +7,7 @@ import type { Issuer } from '../issuer';
 import { acceptableRedirectUri, invalidRequest, newAuthorizationCode, optionalString, s256Challenge, verifierMatches, type AuthorizationService } from './authorization';
 import type { ClientAuthenticator } from './client-authentication';
 import { credentialClaimPaths } from './metadata';
-import type { ClaimSource, IssuanceData } from './offers';
+import { issuerStateHash, type ClaimSource, type IssuanceData } from './offers';
 import type { WalletRequest } from './tokens';
 
 export const AUTH_SESSION_TTL_SECONDS = 600;
@@ -104,7 +104,12 @@ export class InteractiveAuthorizationService {
     }) {}
 
     async handle(request: WalletRequest, body: Record<string, unknown>): Promise<InteractiveAnswer> {
-        return body.auth_session === undefined ? this.start(request, body) : this.reply(request.tenantId, body);
+        if (body.auth_session !== undefined) {
+            return this.reply(request.tenantId, body);
+        }
+        // In a JSON body authorization_details may be the array itself rather than its JSON form (as in a form).
+        const details = body.authorization_details;
+        return this.start(request, Array.isArray(details) ? { ...body, authorization_details: JSON.stringify(details) } : body);
     }
 
     private async start(request: WalletRequest, body: Record<string, unknown>): Promise<InteractiveAnswer> {
@@ -162,7 +167,25 @@ export class InteractiveAuthorizationService {
         if (!claimed) {
             throw invalidRequest('issuer_state must belong to a redeemable authorization code offer');
         }
-        return this.enter(offer.id, authSession, tenantId, claimed);
+        try {
+            return await this.enter(offer.id, authSession, tenantId, claimed);
+        }
+        catch (err) {
+            // The first step could not be entered (no presentation request): the offer is given back, so the wallet can
+            // start again once the issuer's configuration is fixed.
+            await this.deps.sessions.mutateData<'issuance'>(offer.id, (data) => {
+                if (data.interactive?.step !== 0 || data.interactive.presentationSessionId) {
+                    throw new StepTaken();
+                }
+                const { interactive: _abandoned, ...rest } = data;
+                return rest;
+            }, { codeHash: issuerStateHash(issuerState!) }, { status: ['active'], isNull: ['codeUsedAt'] }).catch((revertErr: unknown) => {
+                if (!(revertErr instanceof StepTaken)) {
+                    throw revertErr;
+                }
+            });
+            throw err;
+        }
     }
 
     /** interaction_types_supported: a comma-separated list (the draft's form); an array of strings is taken too. */

@@ -10,7 +10,7 @@ import { DIALECTS } from '../helpers/databases';
 import { Holder, type HolderRequest } from '../helpers/holder';
 import { freePort } from '../helpers/net';
 import { startTestServer, type TestServer } from '../helpers/server';
-import { newHolderKey, verifySdJwtVc, Wallet, type Received } from '../helpers/wallet';
+import { newHolderKey, verifyMdoc, verifySdJwtVc, Wallet, type Received } from '../helpers/wallet';
 
 /**
  * The interactive authorization endpoint (spec 3.2, 4.5, 7.1): both step types end to end. The presentation step is
@@ -24,6 +24,9 @@ const { describe, it, before, after } = lab;
 
 const CONFIG = Path.join(__dirname, '..', '..', 'examples', 'config');
 const PID = (JSON.parse(Fs.readFileSync(Path.join(CONFIG, 'demo', 'issuance', 'credentials', 'pid.json'), 'utf8')) as { spec: Record<string, any> }).spec;
+const MDL = (JSON.parse(Fs.readFileSync(Path.join(CONFIG, 'demo', 'issuance', 'credentials', 'mdl.json'), 'utf8')) as { spec: Record<string, any> }).spec;
+const MDL_NS = 'org.iso.18013.5.1';
+const MDL_DOCTYPE = 'org.iso.18013.5.1.mDL';
 const ISSUER_KEY_CHAIN = (JSON.parse(Fs.readFileSync(Path.join(CONFIG, 'demo', 'key-chains', 'issuer.json'), 'utf8')) as { spec: Record<string, any> }).spec;
 const CLIENT_ID = 'iae-wallet';
 const CONCURRENT = 20;
@@ -57,6 +60,7 @@ for (const dialect of DIALECTS) {
         let attestedOfferer: string;
         let verifierRole: string;
         let pid: Received;
+        let mdl: Received;
         let provider: Http.Server;
         /** The bodies the attribute provider received. */
         const providerRequests: Array<Record<string, any>> = [];
@@ -125,6 +129,11 @@ for (const dialect of DIALECTS) {
             const offered = await api(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: ['pid'], credentialClaims: { pid: { type: 'inline', claims: { given_name: 'Erika', family_name: 'Mustermann' } } } });
             expect(offered.status, offered.payload).to.equal(201);
             pid = await new Wallet().receive(offered.body.uri, { configurationId: 'pid' });
+            const mdlOffer = await api(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: ['mdl'], credentialClaims: { mdl: { type: 'inline', claims: { [MDL_NS]: { given_name: 'Erika', family_name: 'Mustermann', age_over_18: true } } } } });
+            expect(mdlOffer.status, mdlOffer.payload).to.equal(201);
+            mdl = await new Wallet().receive(mdlOffer.body.uri, { configurationId: 'mdl' });
+            const mdlVp = await api(admin, 'POST', '/api/issuer/credentials', { ...MDL, id: 'mdl-vp', config: { ...MDL.config, scope: 'mdl-vp' }, iaeActions: [{ type: 'openid4vp_presentation', presentationConfigId: 'identify' }] });
+            expect(mdlVp.status, mdlVp.payload).to.equal(201);
         });
 
         after(async () => {
@@ -181,16 +190,18 @@ for (const dialect of DIALECTS) {
             return JSON.stringify({ response: await holder.encrypt(resolved, { vp_token: vpToken, state: resolved.state }) });
         };
 
-        /** A Bearer access token's credential of configuration `id`, verified independently of the service. */
-        const credentialOf = async (accessToken: string, id: string) => {
+        /** The credential of configuration `id` for a Bearer access token, as issued. */
+        const issuedCredential = async (accessToken: string, id: string): Promise<string> => {
             const cNonce = ((await t.server.inject({ method: 'POST', url: '/issuers/demo/vci/nonce' })).result as { c_nonce: string }).c_nonce;
             const holderKey = await newHolderKey();
             const proof = await new Jose.SignJWT({ aud: `${publicUrl}/issuers/demo`, nonce: cNonce })
                 .setProtectedHeader({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: holderKey.publicJwk }).setIssuedAt().sign(holderKey.privateKey);
             const res = await t.server.inject({ method: 'POST', url: '/issuers/demo/vci/credential', headers: bearer(accessToken), payload: { credential_configuration_id: id, proofs: { jwt: [proof] } } }) as Res;
             expect(res.statusCode, res.payload).to.equal(200);
-            return verifySdJwtVc(res.result.credentials[0].credential as string);
+            return res.result.credentials[0].credential as string;
         };
+        /** An SD-JWT VC credential, verified independently of the service. */
+        const credentialOf = async (accessToken: string, id: string) => verifySdJwtVc(await issuedCredential(accessToken, id));
 
         it('advertises the endpoint and sends wallet-initiated authorization requests there', async () => {
             const issuer = (await t.server.inject({ url: '/.well-known/openid-credential-issuer/issuers/demo' })).result as Record<string, unknown>;
@@ -249,6 +260,22 @@ for (const dialect of DIALECTS) {
             expectError(await token(redeem(done.result.code, flow.verifier)), 'invalid_grant');
             const credential = await credentialOf(tokens.result.access_token, 'pid-vp');
             expect(credential.payload).to.include({ given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12' });
+        });
+
+        it('takes a presentation of an mDL into an mso_mdoc credential, claims by namespace and element', async () => {
+            const flow = await start('mdl-vp', { [MDL_NS]: { birth_date: '1964-08-12' } });
+            const holder = new Holder();
+            const resolved = await resolveStep(holder, flow.first);
+            const vpToken = await holder.vpToken(resolved, { mdl: { format: 'mso_mdoc', issuerSigned: mdl.credentials[0]!, key: mdl.holderKeys[0]! } });
+            const response = JSON.stringify({ response: await holder.encrypt(resolved, { vp_token: vpToken, state: resolved.state }) });
+            const done = await iae({ auth_session: flow.first.auth_session, openid4vp_response: response, code_verifier: flow.verifier });
+            expect(done.result.status, done.payload).to.equal('ok');
+            const tokens = await token(redeem(done.result.code, flow.verifier));
+            expect(tokens.statusCode, tokens.payload).to.equal(200);
+            const credential = await verifyMdoc(await issuedCredential(tokens.result.access_token, 'mdl-vp'), MDL_DOCTYPE);
+            expect(credential.namespaces[MDL_NS]).to.include({ given_name: 'Erika', family_name: 'Mustermann', birth_date: '1964-08-12' });
+            // Only the configuration's elements that the query asked for were taken: age_over_18 was not presented.
+            expect(credential.namespaces[MDL_NS]!.age_over_18).to.not.exist();
         });
 
         it('takes a web step completed by the issuer backend (issuance:offer of the same tenant only)', async () => {

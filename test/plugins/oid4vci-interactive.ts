@@ -422,6 +422,14 @@ for (const dialect of DIALECTS) {
             expect(first.statusCode, first.payload).to.equal(200);
             // The offer is authorized once: a second first request and the authorization endpoint's flow are refused.
             expectError(await iae(good), 'invalid_request');
+            const pushed = await t.server.inject({
+                method: 'POST', url: '/issuers/demo/authorize/par', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+                payload: new URLSearchParams({ response_type: 'code', client_id: CLIENT_ID, redirect_uri: 'https://wallet.example/cb', code_challenge: challengeOf(verifier), code_challenge_method: 'S256', scope: 'pid-vp', issuer_state: created.issuerState }).toString()
+            });
+            expect(pushed.statusCode, pushed.payload).to.equal(201);
+            const authorized = await t.server.inject({ url: `/issuers/demo/authorize?${new URLSearchParams({ client_id: CLIENT_ID, request_uri: (pushed.result as { request_uri: string }).request_uri }).toString()}` });
+            expect(new URL(authorized.headers.location as string).searchParams.get('error')).to.equal('invalid_request');
+            expect(new URL(authorized.headers.location as string).searchParams.get('code')).to.be.null();
             const authSession = first.result.auth_session as string;
             expectError(await iae({ auth_session: 'A'.repeat(43), openid4vp_response: '{}' }), 'invalid_request');
             expectError(await iae({ auth_session: 'x\u0000', openid4vp_response: '{}' }), 'invalid_request');
@@ -439,11 +447,48 @@ for (const dialect of DIALECTS) {
             expectError(await iae({ auth_session: authSession, openid4vp_response: await presentation(holder, resolved) }), 'invalid_request');
         });
 
+        it('answers 400, never 500, to values of the wrong type, control characters and oversized values', async () => {
+            const created = await offer('pid-web');
+            const verifier = newVerifier();
+            const good: Record<string, unknown> = firstBody(created.issuerState, 'pid-web', verifier);
+            const json = (body: Record<string, unknown>) => t.server.inject({ method: 'POST', url: '/issuers/demo/authorize/interactive', payload: body }) as Promise<Res>;
+            const variants: Array<Record<string, unknown>> = [
+                { ...good, client_id: 42 }, { ...good, client_id: ['a'] }, { ...good, client_id: 'w\u0000' }, { ...good, client_id: 'c'.repeat(256) },
+                { ...good, interaction_types_supported: 7 }, { ...good, interaction_types_supported: [1] }, { ...good, interaction_types_supported: 'x'.repeat(2000) },
+                { ...good, code_challenge: { a: 1 } }, { ...good, code_challenge_method: ['S256'] },
+                { ...good, issuer_state: 5 }, { ...good, issuer_state: `${created.issuerState}\u0000` }, { ...good, issuer_state: 's'.repeat(300) },
+                { ...good, authorization_details: { type: 'openid_credential' } }, { ...good, authorization_details: 'not json' },
+                { ...good, redirect_uri: 12 }, { ...good, code_verifier: verifier },
+                { auth_session: 12, code_verifier: verifier }, { auth_session: ['x'], code_verifier: verifier }, { auth_session: 'a\u0000b', code_verifier: verifier },
+                { auth_session: 'x'.repeat(10_000), openid4vp_response: '{}' }
+            ];
+            for (const body of variants) {
+                const res = await json(body);
+                expect(res.statusCode, `${JSON.stringify(body).slice(0, 200)}: ${res.payload}`).to.equal(400);
+                expect(res.result.error).to.be.a.string();
+            }
+            // None of them spent the offer.
+            const res = await json(good);
+            expect(res.statusCode, res.payload).to.equal(200);
+            const authSession = res.result.auth_session as string;
+            for (const body of [{ auth_session: authSession, code_verifier: 1 }, { auth_session: authSession, openid4vp_response: { response: 'x' } }, { auth_session: authSession, code_verifier: 'v'.repeat(5000) }]) {
+                const reply = await json(body);
+                expect(reply.statusCode, reply.payload).to.equal(400);
+            }
+            expect((await completeWeb(`${'a'.repeat(42)}%00`, offerer)).statusCode).to.equal(400);
+            expect((await completeWeb('a'.repeat(200), offerer)).statusCode).to.equal(400);
+        });
+
         it('refuses an expired auth_session', async () => {
             const flow = await start('pid-web');
             await t.server.sessions.mutateData<'issuance'>(flow.session, (data) => ({ ...data, interactive: { ...data.interactive!, expiresAt: new Date(Date.now() - 1).toISOString() } }));
             expect((await completeWeb(flow.first.auth_session, offerer)).result).to.equal({ error: 'not_found' });
             expectError(await iae({ auth_session: flow.first.auth_session, code_verifier: flow.verifier }), 'invalid_request');
+            // The offer's own expiry ends the auth_session as well.
+            const lapsed = await start('pid-web');
+            await t.server.db.knex('sessions').where({ id: lapsed.session }).update({ expiresAt: new Date(Date.now() - 1000).toISOString() });
+            expect((await completeWeb(lapsed.first.auth_session, offerer)).result).to.equal({ error: 'not_found' });
+            expectError(await iae({ auth_session: lapsed.first.auth_session, code_verifier: lapsed.verifier }), 'invalid_request');
             // An expired code from the endpoint is refused at the token endpoint.
             const late = await start('pid-web', { given_name: 'A', family_name: 'B' });
             await completeWeb(late.first.auth_session, offerer);

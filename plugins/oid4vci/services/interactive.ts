@@ -277,8 +277,10 @@ export class InteractiveAuthorizationService {
         }
         const session = await this.deps.sessions.findBy('issuance', tenantId, 'codeHash', authSessionHash(authSession));
         const interactive = session?.data.interactive;
+        // The offer's own expiry still applies: it is not redeemed until the code is.
+        const now = Date.now();
         if (!session || !interactive || interactive.failed || session.status !== 'active' || session.codeUsedAt
-            || Date.parse(interactive.expiresAt) <= Date.now()) {
+            || Date.parse(interactive.expiresAt) <= now || (session.expiresAt && Date.parse(session.expiresAt) <= now)) {
             return undefined;
         }
         return session as LiveSession<'issuance'> & { data: { interactive: InteractiveAuthorization } };

@@ -9,6 +9,7 @@ import { bearer, clientWithToken, createTenant, jwtClaims, rootToken } from '../
 import { DIALECTS } from '../helpers/databases';
 import { Holder, type HolderRequest } from '../helpers/holder';
 import { freePort } from '../helpers/net';
+import { party, type Party } from '../helpers/pki';
 import { startTestServer, type TestServer } from '../helpers/server';
 import { newHolderKey, verifyMdoc, verifySdJwtVc, Wallet, type Received } from '../helpers/wallet';
 
@@ -58,6 +59,8 @@ for (const dialect of DIALECTS) {
         let otherOfferer: string;
         let otherAdmin: string;
         let attestedOfferer: string;
+        let walletProviderRoot: Party;
+        let walletAttestationSigner: Party;
         let verifierRole: string;
         let pid: Received;
         let mdl: Received;
@@ -107,6 +110,10 @@ for (const dialect of DIALECTS) {
             expect((await api(attestedAdmin, 'POST', '/api/key-chain', ISSUER_KEY_CHAIN)).status).to.equal(201);
             expect((await api(attestedAdmin, 'POST', '/api/issuer/credentials', PID)).status).to.equal(201);
             expect((await api(attestedAdmin, 'PUT', '/api/issuer/config', { walletAttestationRequired: true })).status).to.equal(200);
+            walletProviderRoot = await party('Wallet Provider Root', null, { ca: true });
+            walletAttestationSigner = await party('Wallet Attestation Signer', walletProviderRoot);
+            const trust = await api(attestedAdmin, 'POST', '/api/trust-lists', { id: 'wallets', entities: [{ name: 'Wallet provider', serviceType: 'wallet-provider', certificates: [walletProviderRoot.cert.toString('pem')] }] });
+            expect(trust.status, trust.payload).to.equal(201);
             attestedOfferer = (await clientWithToken(t.server, root, { clientId: 'attested-offers', roles: ['issuance:offer'], tenantId: 'attested' })).token;
             const registered = await api(admin, 'POST', '/api/issuer/attribute-providers', { id: 'register', url: `http://127.0.0.1:${providerPort}/claims`, auth: { type: 'none' } });
             expect(registered.status, registered.payload).to.equal(201);
@@ -383,11 +390,41 @@ for (const dialect of DIALECTS) {
 
         it('authenticates the client as PAR does (walletAttestationRequired)', async () => {
             const created = await offer('pid', undefined, 'attested');
-            const res = await iae(firstBody(created.issuerState, 'pid', newVerifier()), 'attested');
-            expectError(res, 'invalid_client');
+            const verifier = newVerifier();
+            const body = firstBody(created.issuerState, 'pid', verifier, { interaction_types_supported: 'redirect_to_web' });
+            expectError(await iae(body, 'attested'), 'invalid_client');
             // The refused request did not spend the offer.
-            const session = await t.server.sessions.get(created.session);
-            expect((session!.data as any).interactive).to.not.exist();
+            expect(((await t.server.sessions.get(created.session))!.data as any).interactive).to.not.exist();
+
+            // A wallet attestation of a provider the tenant's trust list names, and a PoP of its instance key.
+            const instance = await newHolderKey();
+            const now = Math.floor(Date.now() / 1000);
+            const attestation = await new Jose.SignJWT({ iss: 'https://wallet-provider.example', sub: CLIENT_ID, iat: now - 10, exp: now + 3600, cnf: { jwk: instance.publicJwk } })
+                .setProtectedHeader({ alg: 'ES256', typ: 'oauth-client-attestation+jwt', x5c: [Buffer.from(walletAttestationSigner.cert.rawData).toString('base64')] })
+                .sign(walletAttestationSigner.privateKey);
+            const pop = (aud = `${publicUrl}/issuers/attested`) => new Jose.SignJWT({ iss: CLIENT_ID, aud, iat: now, exp: now + 60, jti: Crypto.randomUUID() })
+                .setProtectedHeader({ alg: 'ES256', typ: 'oauth-client-attestation-pop+jwt' }).sign(instance.privateKey);
+            const attested = async (form: Record<string, string>, popJwt: string) => t.server.inject({
+                method: 'POST', url: '/issuers/attested/authorize/interactive', payload: new URLSearchParams(form).toString(),
+                headers: { 'content-type': 'application/x-www-form-urlencoded', 'oauth-client-attestation': attestation, 'oauth-client-attestation-pop': popJwt }
+            }) as Promise<Res>;
+            expectError(await attested(body, await pop(`${publicUrl}/issuers/demo`)), 'invalid_client');
+            expectError(await attested({ ...body, client_id: 'someone-else' }, await pop()), 'invalid_client');
+            const usedPop = await pop();
+            const first = await attested(body, usedPop);
+            expect(first.statusCode, first.payload).to.equal(200);
+            expect(first.result.type).to.equal('redirect_to_web');
+            // A replayed PoP is refused before the issuer_state is looked at.
+            expectError(await attested(body, usedPop), 'invalid_client');
+            expect((await completeWeb(first.result.auth_session, attestedOfferer, 'attested')).result).to.equal({ success: true });
+            const done = await iae({ auth_session: first.result.auth_session, code_verifier: verifier }, 'attested');
+            expect(done.result.status, done.payload).to.equal('ok');
+            // The token endpoint authenticates the same attested client.
+            const redeemed = await t.server.inject({
+                method: 'POST', url: '/issuers/attested/authorize/token', payload: new URLSearchParams(redeem(done.result.code, verifier)).toString(),
+                headers: { 'content-type': 'application/x-www-form-urlencoded', 'oauth-client-attestation': attestation, 'oauth-client-attestation-pop': await pop() }
+            }) as Res;
+            expect(redeemed.statusCode, redeemed.payload).to.equal(200);
         });
 
         it('answers every error of spec 7.1', async () => {

@@ -3,8 +3,8 @@ import { ColumnCipher } from '../../../lib/crypto/column-cipher';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import { OAuthError } from '../../../lib/errors';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
+import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import { tenantUrl, type Issuer } from '../issuer';
-import type { LiveSession, SessionService as Sessions } from '../../sessions/services/session-service';
 import type { ClientAuthenticator } from './client-authentication';
 import { authorizationCodeHash, issuerStateHash, type AuthorizationGrant, type OfferService } from './offers';
 import type { WalletRequest } from './tokens';
@@ -155,7 +155,7 @@ export class AuthorizationService {
     constructor(private readonly deps: {
         publicUrl: string;
         issuer: Issuer;
-        sessions: Sessions;
+        sessions: SessionService;
         offers: OfferService;
         singleUse: SingleUseStore;
         dpop: DpopVerifier;

@@ -5,6 +5,7 @@ import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import { sha256Hex, type SessionService } from '../../sessions/services/session-service';
 import type { RequestSessionLog } from '../../sessions/session-log';
 import type { Issuer } from '../issuer';
+import { verifierMatches } from './authorization';
 import type { ClientAuthenticator } from './client-authentication';
 import { AUTHORIZATION_CODE_GRANT, authorizationCodeHash, PRE_AUTHORIZED_GRANT, type OfferService } from './offers';
 
@@ -12,8 +13,6 @@ export const ACCESS_TOKEN_TTL_SECONDS = 300;
 export const REFRESH_TOKEN_GRANT = 'refresh_token';
 /** Used refresh tokens remembered per family: a replay of any of them revokes the family. */
 const REMEMBERED_REFRESH_TOKENS = 100;
-// RFC 7636 4.1: 43 to 128 unreserved characters.
-const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
 // A refresh token names its session (a UUID) and carries 32 random bytes.
 const REFRESH_TOKEN = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.([A-Za-z0-9_-]{43})$/;
 
@@ -27,11 +26,6 @@ const sameHash = (value: string, hash: string): boolean => {
     return a.length === b.length && Crypto.timingSafeEqual(a, b);
 };
 
-const sameValue = (a: string, b: string): boolean => {
-    const x = Buffer.from(a);
-    const y = Buffer.from(b);
-    return x.length === y.length && Crypto.timingSafeEqual(x, y);
-};
 
 export interface TokenRequest {
     grant_type?: string;
@@ -184,7 +178,7 @@ export class TokenEndpoint {
         if (body.redirect_uri !== grant.redirectUri) {
             throw invalidGrant('redirect_uri is not the one of the authorization request');
         }
-        if (!CODE_VERIFIER.test(body.code_verifier!) || !sameValue(Crypto.createHash('sha256').update(body.code_verifier!, 'ascii').digest('base64url'), grant.codeChallenge)) {
+        if (!verifierMatches(body.code_verifier, grant.codeChallenge)) {
             throw invalidGrant('code_verifier does not match the code_challenge');
         }
         if (grant.dpopJkt && dpop?.jkt !== grant.dpopJkt) {

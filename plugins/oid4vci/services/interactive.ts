@@ -14,7 +14,7 @@ export const AUTH_SESSION_TTL_SECONDS = 600;
 export const INTERACTION_TYPES = ['openid4vp_presentation', 'redirect_to_web'] as const;
 export type InteractionType = (typeof INTERACTION_TYPES)[number];
 
-const LIMITS = { interactionTypes: 1024, authSession: 64, openid4vpResponse: 512 * 1024 };
+const LIMITS = { interactionTypes: 1024, openid4vpResponse: 512 * 1024 };
 
 /** One step of an interactive authorization, as the auth_session keeps it (a web step's url stays in the configuration). */
 export interface InteractiveStep {
@@ -271,7 +271,7 @@ export class InteractiveAuthorizationService {
     }
 
     /** The session of an auth_session while it may go on. */
-    async activeSession(tenantId: string, authSession: unknown): Promise<LiveSession<'issuance'> & { data: { interactive: InteractiveAuthorization } } | undefined> {
+    private async activeSession(tenantId: string, authSession: unknown): Promise<LiveSession<'issuance'> & { data: { interactive: InteractiveAuthorization } } | undefined> {
         if (typeof authSession !== 'string' || !AUTH_SESSION.test(authSession)) {
             return undefined;
         }

@@ -455,8 +455,17 @@ for (const dialect of DIALECTS) {
             expectError(await iae(firstBody(missing.issuerState, 'pid-missing-vp', newVerifier())), 'server_error');
             expect(((await t.server.sessions.get(missing.session))!.data as any).interactive).to.not.exist();
 
+            // Without iaeActions, a wallet that supports none of the types gets no step.
+            const plain = await offer('pid');
+            expectError(await iae(firstBody(plain.issuerState, 'pid', newVerifier(), { interaction_types_supported: 'foo,bar' })), 'invalid_request');
+            const { authorization_details: _details, ...byScope } = firstBody(plain.issuerState, 'pid', newVerifier(), { scope: 'pid-vp' });
+            expectError(await iae(byScope), 'invalid_scope');
+
             const first = await iae(good);
             expect(first.statusCode, first.payload).to.equal(200);
+            // A presentation step is not the issuer backend's to complete.
+            expect((await completeWeb(first.result.auth_session, offerer)).result).to.equal({ error: 'not_found' });
+            expectError(await iae({ auth_session: first.result.auth_session, openid4vp_response: JSON.stringify({ response: 'x'.repeat(600 * 1024) }) }), 'invalid_request');
             // The offer is authorized once: a second first request and the authorization endpoint's flow are refused.
             expectError(await iae(good), 'invalid_request');
             const pushed = await t.server.inject({

@@ -13,11 +13,13 @@ import { oid4vciOptionsSchema, type Oid4vciOptions } from './options';
 import { attestationChallengeRoutes } from './routes/attestation-challenge';
 import { managementRoutes } from './routes/management';
 import { authorizationRoutes } from './routes/authorization';
+import { interactiveRoutes } from './routes/interactive';
 import { walletRoutes } from './routes/wallet';
 import { AuthorizationService } from './services/authorization';
 import { ClientAttestationVerifier } from './services/client-attestation';
 import { ClientAuthenticator } from './services/client-authentication';
 import { CredentialService, type CredentialStatusProvider } from './services/credentials';
+import { InteractiveAuthorizationService, type PresentationVerifier } from './services/interactive';
 import { MetadataService } from './services/metadata';
 import { NotificationService } from './services/notifications';
 import { OfferService } from './services/offers';
@@ -36,13 +38,18 @@ declare module '@hapi/hapi' {
          * plugin calls it at registration. Without a provider such configurations are refused (400).
          */
         registerCredentialStatusProvider(provider: CredentialStatusProvider): void;
+        /**
+         * Gives the interactive authorization endpoint its openid4vp_presentation steps; the oid4vp plugin calls it at
+         * registration. Without one those steps answer server_error.
+         */
+        registerPresentationVerifier(verifier: PresentationVerifier): void;
     }
 }
 
 /**
  * OpenID4VCI issuance (pre-authorized and authorization code flows). Registers: the CredentialConfig,
  * IssuanceConfig, AttributeProvider and WebhookEndpoint kinds; /api/issuer/* management routes; the wallet-facing
- * metadata, offer, PAR, authorization, token, nonce, credential, notification and deferred endpoints under
+ * metadata, offer, PAR, authorization, interactive authorization, token, nonce, credential, notification and deferred endpoints under
  * /issuers/{tenant}.
  */
 export const plugin: Hapi.Plugin<Oid4vciOptions> = {
@@ -64,6 +71,13 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
                 throw new Error('A credential status provider is registered twice');
             }
             statusProvider = provider;
+        });
+        let presentationVerifier: PresentationVerifier | undefined;
+        server.decorate('server', 'registerPresentationVerifier', (verifier: PresentationVerifier) => {
+            if (registry.sealed || presentationVerifier) {
+                throw new Error('A presentation verifier is registered once, before the server starts');
+            }
+            presentationVerifier = verifier;
         });
         // Per server: whether status management can be turned on depends on this server's plugins.
         server.registerResource({
@@ -91,11 +105,13 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, statusProvider: () => statusProvider });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
+        const interactive = new InteractiveAuthorizationService({ issuer, sessions, authorization, clients, presentations: () => presentationVerifier, log });
 
         server.route([
             ...managementRoutes(offers),
             ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop }),
             ...authorizationRoutes({ publicUrl, issuer, authorization }),
+            ...interactiveRoutes({ publicUrl, issuer, interactive }),
             ...attestationChallengeRoutes({ issuer, clientAttestation, dpop })
         ]);
     }

@@ -8,6 +8,7 @@ import { walletRoutes } from './routes/wallet';
 import { PresentationRequests } from './services/requests';
 import { PresentationResponses } from './services/responses';
 import { TrustAnchors } from './services/trust-anchors';
+import { InteractivePresentationVerifier } from './services/interactive-verifier';
 import { StatusListChecker } from '../../lib/verify/status-list';
 
 /**
@@ -26,6 +27,7 @@ export const plugin: Hapi.Plugin<Oid4vpOptions> = {
         server.registerResource(presentationConfigKind);
         const requests = new PresentationRequests({ publicUrl, outbound, registry, sessions, signing, log });
         const responses = new PresentationResponses({ outbound, sessions, trust: new TrustAnchors({ registry }), status: new StatusListChecker({ outbound }), log });
+        server.registerPresentationVerifier(new InteractivePresentationVerifier({ registry, sessions, requests, responses }));
         server.route([...managementRoutes(requests), ...walletRoutes({ sessions, requests, responses })]);
     }
 };

@@ -3,10 +3,10 @@ import { ColumnCipher } from '../../../lib/crypto/column-cipher';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import { OAuthError } from '../../../lib/errors';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
-import type { SessionService } from '../../sessions/services/session-service';
+import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import { tenantUrl, type Issuer } from '../issuer';
 import type { ClientAuthenticator } from './client-authentication';
-import { authorizationCodeHash, issuerStateHash, type OfferService } from './offers';
+import { authorizationCodeHash, issuerStateHash, type AuthorizationGrant, type OfferService } from './offers';
 import type { WalletRequest } from './tokens';
 
 export const REQUEST_URI_TTL_SECONDS = 60;
@@ -16,6 +16,8 @@ export const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:';
 const LIMITS = { redirectUri: 2048, state: 1024, issuerState: 256, scope: 1024, authorizationDetails: 16384, details: 20 };
 // RFC 7636 4.2: the S256 challenge is BASE64URL(SHA256(verifier)) without padding, always 43 characters.
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+// RFC 7636 4.1: 43 to 128 unreserved characters.
+const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const JKT = /^[A-Za-z0-9_-]{43}$/;
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
@@ -51,7 +53,42 @@ const parKey = (id: string) => `par:${id}`;
 /** Thrown out of a data change to abandon it: another request authorized the offer first. */
 class AlreadyAuthorized extends Error {}
 
-const invalidRequest = (description: string) => new OAuthError(400, 'invalid_request', description);
+export const invalidRequest = (description: string) => new OAuthError(400, 'invalid_request', description);
+
+/** The PKCE parameters of an authorization request: S256 only (HAIP), the challenge in its S256 form. */
+export const s256Challenge = (body: Record<string, unknown>): string => {
+    if (body.code_challenge_method !== 'S256') {
+        throw invalidRequest('PKCE with code_challenge_method S256 is required');
+    }
+    if (typeof body.code_challenge !== 'string' || !S256_CHALLENGE.test(body.code_challenge)) {
+        throw invalidRequest('code_challenge must be an S256 challenge (43 base64url characters)');
+    }
+    return body.code_challenge;
+};
+
+/** Whether `verifier` is a PKCE code verifier whose S256 challenge is `challenge` (RFC 7636 4.6). */
+export const verifierMatches = (verifier: unknown, challenge: string): boolean => {
+    if (typeof verifier !== 'string' || !CODE_VERIFIER.test(verifier)) {
+        return false;
+    }
+    const computed = Buffer.from(Crypto.createHash('sha256').update(verifier, 'ascii').digest('base64url'));
+    const expected = Buffer.from(challenge);
+    return computed.length === expected.length && Crypto.timingSafeEqual(computed, expected);
+};
+
+/**
+ * A new authorization code and what the token endpoint redeems it by: the session's codeHash and its grant, valid
+ * AUTHORIZATION_CODE_TTL_SECONDS. The authorization endpoint and the interactive authorization endpoint both issue
+ * codes through this, so the token endpoint treats them alike.
+ */
+export const newAuthorizationCode = (grant: Omit<AuthorizationGrant, 'codeExpiresAt'>): { code: string; codeHash: string; authorization: AuthorizationGrant } => {
+    const code = Crypto.randomBytes(32).toString('base64url');
+    return {
+        code,
+        codeHash: authorizationCodeHash(code),
+        authorization: { ...grant, codeExpiresAt: new Date(Date.now() + AUTHORIZATION_CODE_TTL_SECONDS * 1000).toISOString() }
+    };
+};
 
 /**
  * A redirect URI a public wallet may use, decided by RFC 8252 and the OAuth security BCP since wallets are not
@@ -94,7 +131,7 @@ const withQuery = (location: string, params: Record<string, string | undefined>)
     return url.toString();
 };
 
-const optionalString = (body: Record<string, unknown>, name: string, max: number): string | undefined => {
+export const optionalString = (body: Record<string, unknown>, name: string, max: number): string | undefined => {
     const value = body[name];
     if (value === undefined) {
         return undefined;
@@ -144,12 +181,7 @@ export class AuthorizationService {
         if (typeof redirectUri !== 'string' || !acceptableRedirectUri(redirectUri)) {
             throw invalidRequest('redirect_uri is required: an absolute https URI, a loopback http URI or a private-use scheme URI, without fragment');
         }
-        if (body.code_challenge_method !== 'S256') {
-            throw invalidRequest('PKCE with code_challenge_method S256 is required');
-        }
-        if (typeof body.code_challenge !== 'string' || !S256_CHALLENGE.test(body.code_challenge)) {
-            throw invalidRequest('code_challenge must be an S256 challenge (43 base64url characters)');
-        }
+        const codeChallenge = s256Challenge(body);
         // RFC 8707: the only protected resource here is this credential issuer.
         const resource = optionalString(body, 'resource', LIMITS.redirectUri);
         if (resource !== undefined && resource !== tenantUrl(this.deps.publicUrl, tenantId)) {
@@ -175,7 +207,7 @@ export class AuthorizationService {
 
         const id = Crypto.randomBytes(24).toString('base64url');
         const pushed: PushedRequest = {
-            v: 1, id, tenantId, clientId: client.clientId, redirectUri, codeChallenge: body.code_challenge, credentialConfigurationIds: ids, via,
+            v: 1, id, tenantId, clientId: client.clientId, redirectUri, codeChallenge, credentialConfigurationIds: ids, via,
             ...(state !== undefined ? { state } : {}),
             ...(issuerState !== undefined ? { issuerState } : {}),
             ...(dpopJkt !== undefined ? { dpopJkt } : {})
@@ -185,7 +217,7 @@ export class AuthorizationService {
     }
 
     /** The configurations named by authorization_details (type openid_credential) and by scope, each known here. */
-    private async requestedCredentials(tenantId: string, body: Record<string, unknown>): Promise<{ ids: string[]; via: PushedRequest['via'] }> {
+    async requestedCredentials(tenantId: string, body: Record<string, unknown>): Promise<{ ids: string[]; via: PushedRequest['via'] }> {
         const credentials = await this.deps.issuer.credentialConfigs(tenantId);
         const ids = new Set<string>();
         const rawDetails = optionalString(body, 'authorization_details', LIMITS.authorizationDetails);
@@ -235,6 +267,21 @@ export class AuthorizationService {
         return { ids: [...ids], via: rawDetails !== undefined ? 'authorization_details' : 'scope' };
     }
 
+    /**
+     * The authorization code offer an issuer_state belongs to, while it is redeemable: found by its issuer_state, the
+     * session is an authorization code offer not authorized yet (authorizing it replaces the hash it is found by).
+     */
+    async redeemableOffer(tenantId: string, issuerState: string): Promise<LiveSession<'issuance'> | undefined> {
+        const session = await this.deps.sessions.findBy('issuance', tenantId, 'codeHash', issuerStateHash(issuerState));
+        const retentionSeconds = await this.deps.offers.retentionSeconds(tenantId);
+        const now = Date.now();
+        if (!session || session.status !== 'active' || session.data.flow !== 'authorization_code'
+            || (session.expiresAt && Date.parse(session.expiresAt) <= now) || Date.parse(session.createdAt) + retentionSeconds * 1000 <= now) {
+            return undefined;
+        }
+        return session;
+    }
+
     private unseal(tenantId: string, requestUri: string): PushedRequest | undefined {
         if (!requestUri.startsWith(REQUEST_URI_PREFIX)) {
             return undefined;
@@ -272,15 +319,11 @@ export class AuthorizationService {
             return fail('invalid_request_uri', 'request_uri has expired or was already used');
         }
         if (pushed.issuerState === undefined) {
-            return fail('invalid_request', 'Without issuer_state the wallet must authorize at the interactive authorization endpoint, which this issuer does not offer yet');
+            return fail('invalid_request', `Without issuer_state the wallet must authorize at the interactive authorization endpoint ${iss}/authorize/interactive (interactive_authorization_endpoint in the metadata)`);
         }
         const notRedeemable = () => fail('invalid_request', 'issuer_state does not belong to a redeemable authorization code offer');
-        const session = await this.deps.sessions.findBy('issuance', tenantId, 'codeHash', issuerStateHash(pushed.issuerState));
-        const retentionSeconds = await this.deps.offers.retentionSeconds(tenantId);
-        const now = Date.now();
-        // Found by its issuer_state, the session is an authorization code offer not authorized yet.
-        if (!session || session.status !== 'active'
-            || (session.expiresAt && Date.parse(session.expiresAt) <= now) || Date.parse(session.createdAt) + retentionSeconds * 1000 <= now) {
+        const session = await this.redeemableOffer(tenantId, pushed.issuerState);
+        if (!session) {
             return notRedeemable();
         }
         const offered = session.credentialConfigurationIds!;
@@ -288,28 +331,24 @@ export class AuthorizationService {
             return fail(pushed.via === 'scope' ? 'invalid_scope' : 'invalid_authorization_details', 'The request names credentials the offer does not include');
         }
 
-        const code = Crypto.randomBytes(32).toString('base64url');
+        const { code, codeHash, authorization } = newAuthorizationCode({
+            clientId: pushed.clientId,
+            redirectUri: pushed.redirectUri,
+            codeChallenge: pushed.codeChallenge,
+            credentialConfigurationIds: pushed.credentialConfigurationIds,
+            authorizationDetails: pushed.via === 'authorization_details',
+            ...(pushed.dpopJkt ? { dpopJkt: pushed.dpopJkt } : {})
+        });
         let authorized;
         try {
             // A concurrent authorization of the same issuer_state makes this re-read the data: it then finds the
-            // other's grant and gives up, so one code per offer ever exists.
+            // other's grant (or interactive authorization) and gives up, so one code per offer ever exists.
             authorized = await this.deps.sessions.mutateData<'issuance'>(session, (data) => {
-                if (data.authorization) {
+                if (data.authorization || data.interactive) {
                     throw new AlreadyAuthorized();
                 }
-                return {
-                    ...data,
-                    authorization: {
-                        clientId: pushed.clientId,
-                        redirectUri: pushed.redirectUri,
-                        codeChallenge: pushed.codeChallenge,
-                        credentialConfigurationIds: pushed.credentialConfigurationIds,
-                        authorizationDetails: pushed.via === 'authorization_details',
-                        codeExpiresAt: new Date(Date.now() + AUTHORIZATION_CODE_TTL_SECONDS * 1000).toISOString(),
-                        ...(pushed.dpopJkt ? { dpopJkt: pushed.dpopJkt } : {})
-                    }
-                };
-            }, { codeHash: authorizationCodeHash(code) }, { status: ['active'], isNull: ['codeUsedAt'] });
+                return { ...data, authorization };
+            }, { codeHash }, { status: ['active'], isNull: ['codeUsedAt'] });
         }
         catch (err) {
             if (err instanceof AlreadyAuthorized) {

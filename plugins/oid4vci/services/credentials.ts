@@ -265,7 +265,7 @@ export class CredentialService {
         const { url, auth } = provider.spec;
         const headers: Record<string, string> = auth.type === 'apiKey' ? { [auth.config.headerName]: auth.config.value } : {};
         try {
-            const res = await outboundRequest(this.deps.outbound, url, { method: 'POST', headers, body: { session: session.id, credential_configuration_id: credential.id } });
+            const res = await outboundRequest(this.deps.outbound, url, { method: 'POST', headers, body: { session: session.id, credential_configuration_id: credential.id, ...(session.data.presented ? { presentations: session.data.presented } : {}) } });
             const answer = res.status >= 200 && res.status < 300 ? res.json<{ claims?: Record<string, unknown>; deferred?: boolean }>() : undefined;
             if (answer?.deferred) {
                 throw credentialError('credential_request_denied', 'Deferred issuance is not available yet');

@@ -7,12 +7,19 @@ import { REFRESH_TOKEN_GRANT } from './tokens';
 
 type Metadata = Record<string, unknown>;
 
-const claimsMetadata = (credential: CredentialConfig) =>
+/** The configuration's fields with their full claim paths (mso_mdoc: [namespace, element]), as the metadata lists them. */
+const claimFields = (credential: CredentialConfig) =>
     flattenFields(credential.fields as never).map((field) => {
         const f = field as unknown as ClaimField & { path: Array<string | number | null> };
-        const path = credential.config.format === 'mso_mdoc' && f.path.length === 1 ? [f.namespace ?? credential.config.docType!, f.path[0]] : f.path;
-        return { path, ...(f.mandatory ? { mandatory: true } : {}), ...(f.display?.length ? { display: f.display } : {}) };
-    }).filter((c) => c.path.length);
+        const path = credential.config.format === 'mso_mdoc' && f.path.length === 1 ? [f.namespace ?? credential.config.docType!, f.path[0]!] : f.path;
+        return { ...f, path };
+    }).filter((f) => f.path.length);
+
+/** The claim paths of a configuration's fields (mso_mdoc: [namespace, element]). */
+export const credentialClaimPaths = (credential: CredentialConfig): Array<Array<string | number | null>> => claimFields(credential).map((f) => f.path);
+
+const claimsMetadata = (credential: CredentialConfig) =>
+    claimFields(credential).map((f) => ({ path: f.path, ...(f.mandatory ? { mandatory: true } : {}), ...(f.display?.length ? { display: f.display } : {}) }));
 
 const configurationMetadata = (credential: CredentialConfig) => {
     const mdoc = credential.config.format === 'mso_mdoc';
@@ -73,6 +80,7 @@ export class MetadataService {
             nonce_endpoint: `${base}/vci/nonce`,
             deferred_credential_endpoint: `${base}/vci/deferred_credential`,
             notification_endpoint: `${base}/vci/notification`,
+            interactive_authorization_endpoint: `${base}/authorize/interactive`,
             ...(settings.batchSize > 1 ? { batch_credential_issuance: { batch_size: settings.batchSize } } : {}),
             ...(settings.display?.length ? { display: settings.display } : {}),
             credential_configurations_supported: Object.fromEntries(credentials.map((c) => [c.id, configurationMetadata(c)]))
@@ -83,6 +91,8 @@ export class MetadataService {
             issuer: base,
             authorization_endpoint: `${base}/authorize`,
             pushed_authorization_request_endpoint: `${base}/authorize/par`,
+            // OpenID4VCI interactive authorization draft: wallet-initiated requests (without issuer_state) go there.
+            interactive_authorization_endpoint: `${base}/authorize/interactive`,
             require_pushed_authorization_requests: true,
             token_endpoint: `${base}/authorize/token`,
             response_types_supported: ['code'],

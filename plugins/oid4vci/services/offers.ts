@@ -8,6 +8,7 @@ import { ValidationError } from '../../../lib/errors';
 import type { TenantContext } from '../../../lib/registry/kind';
 import { sha256Hex, type SessionService } from '../../sessions/services/session-service';
 import { tenantUrl, type Issuer } from '../issuer';
+import type { InteractiveAuthorization, PresentedCredentials } from './interactive';
 
 export const PRE_AUTHORIZED_GRANT = 'urn:ietf:params:oauth:grant-type:pre-authorized_code';
 export const AUTHORIZATION_CODE_GRANT = 'authorization_code';
@@ -81,6 +82,10 @@ export interface IssuanceData {
     flow?: 'authorization_code';
     /** Set when the wallet was authorized for an authorization code offer (its code, PKCE and client binding). */
     authorization?: AuthorizationGrant;
+    /** An interactive authorization in progress (its auth_session's hash is then the codeHash). */
+    interactive?: InteractiveAuthorization;
+    /** The verified claims of presentations made at the interactive authorization endpoint. */
+    presented?: PresentedCredentials[];
     /** The refresh token family of an authorization code session (refreshTokenEnabled). */
     refresh?: RefreshFamily;
     issued: Array<{ credentialConfigurationId: string; notificationId: string; at: string }>;
@@ -89,7 +94,8 @@ export interface IssuanceData {
 
 export interface AuthorizationGrant {
     clientId: string;
-    redirectUri: string;
+    /** Absent when the interactive authorization endpoint issued the code to a request without redirect_uri. */
+    redirectUri?: string;
     /** PKCE S256 challenge of the pushed request. */
     codeChallenge: string;
     /** The DPoP key the code is bound to (a DPoP proof or dpop_jkt at PAR, RFC 9449 section 10). */

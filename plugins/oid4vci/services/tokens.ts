@@ -5,6 +5,7 @@ import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import { sha256Hex, type SessionService } from '../../sessions/services/session-service';
 import type { RequestSessionLog } from '../../sessions/session-log';
 import type { Issuer } from '../issuer';
+import { verifierMatches } from './authorization';
 import type { ClientAuthenticator } from './client-authentication';
 import { AUTHORIZATION_CODE_GRANT, authorizationCodeHash, PRE_AUTHORIZED_GRANT, type OfferService } from './offers';
 
@@ -12,8 +13,6 @@ export const ACCESS_TOKEN_TTL_SECONDS = 300;
 export const REFRESH_TOKEN_GRANT = 'refresh_token';
 /** Used refresh tokens remembered per family: a replay of any of them revokes the family. */
 const REMEMBERED_REFRESH_TOKENS = 100;
-// RFC 7636 4.1: 43 to 128 unreserved characters.
-const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
 // A refresh token names its session (a UUID) and carries 32 random bytes.
 const REFRESH_TOKEN = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.([A-Za-z0-9_-]{43})$/;
 
@@ -27,11 +26,6 @@ const sameHash = (value: string, hash: string): boolean => {
     return a.length === b.length && Crypto.timingSafeEqual(a, b);
 };
 
-const sameValue = (a: string, b: string): boolean => {
-    const x = Buffer.from(a);
-    const y = Buffer.from(b);
-    return x.length === y.length && Crypto.timingSafeEqual(x, y);
-};
 
 export interface TokenRequest {
     grant_type?: string;
@@ -152,7 +146,8 @@ export class TokenEndpoint {
 
     private async authorizationCode(request: WalletRequest, body: TokenRequest): Promise<TokenAnswer> {
         for (const name of ['code', 'code_verifier', 'redirect_uri'] as const) {
-            if (typeof body[name] !== 'string' || !body[name]) {
+            // redirect_uri only when sent: a code of the interactive authorization endpoint may have none (RFC 6749 4.1.3).
+            if ((name !== 'redirect_uri' || body[name] !== undefined) && (typeof body[name] !== 'string' || !body[name])) {
                 throw new OAuthError(400, 'invalid_request', `${name} is required as a string`);
             }
         }
@@ -177,10 +172,13 @@ export class TokenEndpoint {
         if (client.clientId !== grant.clientId) {
             throw invalidGrant('The authorization code was issued to another client');
         }
+        if (grant.redirectUri !== undefined && body.redirect_uri === undefined) {
+            throw new OAuthError(400, 'invalid_request', 'redirect_uri is required as a string');
+        }
         if (body.redirect_uri !== grant.redirectUri) {
             throw invalidGrant('redirect_uri is not the one of the authorization request');
         }
-        if (!CODE_VERIFIER.test(body.code_verifier!) || !sameValue(Crypto.createHash('sha256').update(body.code_verifier!, 'ascii').digest('base64url'), grant.codeChallenge)) {
+        if (!verifierMatches(body.code_verifier, grant.codeChallenge)) {
             throw invalidGrant('code_verifier does not match the code_challenge');
         }
         if (grant.dpopJkt && dpop?.jkt !== grant.dpopJkt) {

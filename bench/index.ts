@@ -1,4 +1,5 @@
 import { benchAuth } from './auth';
+import { benchAuthorizationCode } from './authorization-code';
 import { benchIssuance } from './issuance';
 import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
@@ -12,6 +13,7 @@ const benches: Record<string, () => Promise<void>> = {
     auth: benchAuth,
     kms: benchKms,
     issuance: benchIssuance,
+    authcode: benchAuthorizationCode,
     presentation: benchPresentation,
     sessions: benchSessions,
     status: benchStatusLists

@@ -1,8 +1,9 @@
 import Crypto from 'node:crypto';
-import { Agent, request } from 'node:http';
+import { Agent, request, type IncomingHttpHeaders } from 'node:http';
 
 export interface Answer {
     status: number;
+    headers: IncomingHttpHeaders;
     text: string;
     /** The body parsed as JSON (undefined when empty). */
     readonly json: any;
@@ -18,7 +19,7 @@ export const httpClient = () => {
                 res.on('data', (c) => chunks.push(c));
                 res.on('end', () => {
                     const text = Buffer.concat(chunks).toString();
-                    resolve({ status: res.statusCode!, text, get json() { return text ? JSON.parse(text) : undefined; } });
+                    resolve({ status: res.statusCode!, headers: res.headers, text, get json() { return text ? JSON.parse(text) : undefined; } });
                 });
             });
             req.on('error', reject);

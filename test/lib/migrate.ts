@@ -43,7 +43,8 @@ const RELEASED = [
     '20261125_0006_session_search',
     '20261125_0007_client_lockout_in_memory',
     '20261126_0008_status_lists',
-    '20261126_0009_status_allocations'
+    '20261126_0009_status_allocations',
+    '20261126_0012_config_bundles'
 ];
 
 describe('plugin migrations', () => {

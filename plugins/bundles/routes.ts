@@ -168,5 +168,46 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             validate: { query: Joi.object(tenantQuery), params: Joi.object({ id: Joi.string().guid().required() }) }
         },
         handler: async (request) => service.operation(bundleContext(request), (request.params as { id: string }).id)
+    },
+    {
+        method: 'POST',
+        path: '/api/config-bundles/operations/{id}/acknowledge-interruption',
+        options: {
+            tags,
+            description: 'Release the lock of an import whose process died',
+            notes: 'The database rolled the import back; the lock stays until an operator confirms (confirmWorkerStopped=true) that no process still runs it. The report then shows status interrupted.',
+            auth: { access: { scope: ROLES } },
+            validate: {
+                query: Joi.object({ ...tenantQuery, confirmWorkerStopped: Joi.boolean().valid(true).required().description('Must be true: no process runs this import any more') }),
+                params: Joi.object({ id: Joi.string().guid().required() })
+            }
+        },
+        handler: answering(async (request) => service.acknowledgeInterruption(bundleContext(request), (request.params as { id: string }).id))
+    },
+    {
+        method: 'GET',
+        path: '/api/config-bundles/resources',
+        options: {
+            tags,
+            description: 'Ownership, generation and import source of every resource of the tenant',
+            auth: { access: { scope: ROLES } },
+            validate: { query: Joi.object(tenantQuery) }
+        },
+        handler: async (request) => ({ items: await service.resources(bundleContext(request)) })
+    },
+    {
+        method: 'POST',
+        path: '/api/config-bundles/resources/{kind}/{id}/detach',
+        options: {
+            tags,
+            description: 'Make a file-managed resource unmanaged',
+            notes: 'A later replace import no longer deletes it. Singletons take their kind name as id.',
+            auth: { access: { scope: ROLES } },
+            validate: { query: Joi.object(tenantQuery), params: Joi.object({ kind: Joi.string().max(64).required(), id: Joi.string().max(255).required() }) }
+        },
+        handler: answering(async (request) => {
+            const { kind, id } = request.params as { kind: string; id: string };
+            return service.detach(bundleContext(request), kind, id);
+        })
     }
 ];

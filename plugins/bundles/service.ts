@@ -227,10 +227,72 @@ export class BundleService {
         }
     }
 
-    private async audit(ctx: BundleContext, action: 'export' | 'import', operationId: string): Promise<void> {
+    private async audit(ctx: BundleContext, action: 'export' | 'import' | 'detach', operationId: string): Promise<void> {
         await this.db.model(AuditLogModel).query(this.db.current()).insert({
             tenantId: ctx.tenantId, actor: ctx.clientId, action, kind: AUDIT_KIND, resourceId: operationId, changes: null, createdAt: new Date().toISOString()
         });
+    }
+
+    /**
+     * Releases the lock of an import whose process died (kill -9, a crash): its transaction was rolled back by the
+     * database, but the lock row it committed first stays until an operator confirms that no worker runs it.
+     */
+    async acknowledgeInterruption(ctx: BundleContext, id: string): Promise<OperationReport> {
+        const operation = await this.operation(ctx, id);
+        if (operation.status !== 'running' || operation.type !== 'import') {
+            throw new BundleError(409, 'OPERATION_NOT_RUNNING', `Operation ${id} is ${operation.status}, not a running import`);
+        }
+        if (this.importing.has(ctx.tenantId)) {
+            throw new BundleError(409, 'OPERATION_IN_PROGRESS', `Operation ${id} is running in this process`);
+        }
+        await this.db.transaction(async (trx) => {
+            await this.db.model(BundleOperationModel).query(trx).findById(id)
+                .patch({ status: 'interrupted', finishedAt: new Date().toISOString(), summary: { ...operation.summary, acknowledgedBy: ctx.clientId } });
+            await this.db.model(BundleLockModel).query(trx).delete().where({ tenantId: ctx.tenantId, operationId: id });
+        });
+        return this.operation(ctx, id);
+    }
+
+    /** Ownership, generation and import source of every resource of the tenant. */
+    async resources(ctx: BundleContext): Promise<Array<{ kind: string; id: string; ownership: string; generation: number; source?: string; updatedAt: string }>> {
+        const sources = await this.db.model(BundleSourceModel).query().where({ tenantId: ctx.tenantId });
+        const sourceOf = new Map(sources.map((s) => [`${s.kind}/${s.resourceId}`, s.source]));
+        const items = [];
+        for (const kind of this.registry.ordered()) {
+            const stored = kind.isTenant ? [await this.registry.get(ctx, kind, ctx.tenantId)].filter((r) => r !== undefined) : await this.registry.list(ctx, kind);
+            for (const resource of stored) {
+                const id = kind.singleton ? kind.kind : kind.id(resource.spec);
+                const source = sourceOf.get(`${kind.kind}/${id}`);
+                items.push({ kind: kind.kind, id, ownership: resource.ownership, generation: resource.generation, ...(source && resource.ownership === 'file-managed' ? { source } : {}), updatedAt: resource.updatedAt });
+            }
+        }
+        return items;
+    }
+
+    /** Makes a file-managed resource unmanaged (spec 3.4): a later replace import no longer deletes it. Audited. */
+    async detach(ctx: BundleContext, kindName: string, id: string): Promise<{ kind: string; id: string; ownership: string; generation: number }> {
+        const kind = this.registry.ordered().find((k) => k.kind === kindName);
+        const key = kind?.singleton ? kind.kind : id;
+        const existing = kind && (!kind.isTenant || key === ctx.tenantId) ? await this.registry.get(ctx, kind, key) : undefined;
+        if (!kind || !existing) {
+            throw new NotFoundError(`${kindName} ${id} not found`);
+        }
+        if (existing.ownership !== 'file-managed') {
+            throw new BundleError(409, 'NOT_FILE_MANAGED', `${kindName} ${id} is not file-managed`);
+        }
+        const operationId = randomUUID();
+        const written = await this.registry.transaction(async () => {
+            // The stored spec without write-only fields: the registry keeps those (a client's secret, a chain's key).
+            const result = await this.registry.write(ctx, kind, existing.spec, { ownership: 'unmanaged', mode: 'update' });
+            await this.db.model(BundleSourceModel).query(this.db.current()).delete().where({ tenantId: ctx.tenantId, kind: kind.kind, resourceId: key });
+            const now = new Date().toISOString();
+            await this.db.model(BundleOperationModel).query(this.db.current()).insert({
+                id: operationId, tenantId: ctx.tenantId, type: 'detach', mode: null, status: 'succeeded', actor: ctx.clientId, startedAt: now, finishedAt: now, summary: { kind: kind.kind, id: key }
+            });
+            await this.audit(ctx, 'detach', operationId);
+            return result;
+        });
+        return { kind: kind.kind, id: key, ownership: written.resource.ownership, generation: written.resource.generation };
     }
 
     async operations(ctx: BundleContext): Promise<OperationReport[]> {

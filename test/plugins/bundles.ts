@@ -334,6 +334,36 @@ for (const dialect of DIALECTS) {
             expect(await t.server.registry.get(system('rep'), trustListKind, 'theirs')).to.exist();
         });
 
+        it('lists ownership and sources, and detaches a resource so that replace keeps it', async () => {
+            const bundle = fillRequirements(exported, 'src', 'det');
+            expect((await planAndImport('det', bundle)).status).to.equal(200);
+            const listed = await call('GET', '/api/config-bundles/resources?tenantId=det', asRoot());
+            expect(listed.status).to.equal(200);
+            expect(listed.body.items).to.have.length(bundle.documents.length);
+            expect(listed.body.items.find((r: { kind: string; id: string }) => r.kind === 'Badge' && r.id === 'gold')).to.include({ ownership: 'file-managed', generation: 1, source: 'bundle' });
+            const detached = await call('POST', '/api/config-bundles/resources/Badge/gold/detach?tenantId=det', asRoot());
+            expect(detached.status, detached.res.payload).to.equal(200);
+            expect(detached.body).to.equal({ kind: 'Badge', id: 'gold', ownership: 'unmanaged', generation: 2 });
+            expect((await t.server.registry.get(system('det'), badgeKind, 'gold'))!.spec.token).to.equal(SECRETS.badge);
+            expect((await call('POST', '/api/config-bundles/resources/Badge/gold/detach?tenantId=det', asRoot())).body.code).to.equal('NOT_FILE_MANAGED');
+            expect((await call('POST', '/api/config-bundles/resources/Badge/nope/detach?tenantId=det', asRoot())).status).to.equal(404);
+            expect((await call('POST', '/api/config-bundles/resources/Nothing/gold/detach?tenantId=det', asRoot())).status).to.equal(404);
+            // A client keeps its secret when detached.
+            expect((await call('POST', '/api/config-bundles/resources/Client/det-web/detach?tenantId=det', asRoot())).status).to.equal(200);
+            expect(await tokenFor(t.server, 'det-web', SECRETS.client)).to.be.a.string();
+            const after = (await call('GET', '/api/config-bundles/resources?tenantId=det', asRoot())).body.items.find((r: { id: string }) => r.id === 'gold');
+            expect(after).to.include({ ownership: 'unmanaged' });
+            expect(after.source).to.not.exist();
+            const smaller = structuredClone(bundle);
+            smaller.documents = smaller.documents.filter((d) => !['badges/gold.json', 'clients/det-web.json'].includes(d.path));
+            const planned = await plan('det', rehash(smaller), 'replace');
+            expect(planned.body.actions.filter((a: { action: string }) => a.action === 'delete')).to.equal([]);
+            const reports = (await call('GET', '/api/config-bundles/operations?tenantId=det', asRoot())).body.items;
+            expect(reports.filter((o: { type: string }) => o.type === 'detach')).to.have.length(2);
+            // Someone else's tenant: not found.
+            expect((await call('POST', '/api/config-bundles/resources/Badge/gold/detach?tenantId=det', admin)).status).to.equal(404);
+        });
+
         it('returns !generate client secrets once', async () => {
             const bundle = fillRequirements(exported, 'src', 'gen');
             docOf(bundle, 'Client', 'gen-web').spec.secret = '!generate';

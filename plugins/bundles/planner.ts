@@ -169,6 +169,13 @@ export const planImport = async ({ db, registry, ctx, bundle, mode, variables }:
             throw bundleInvalid(`${resource} appears twice in the bundle`, [{ path: doc.path, message: `${resource} is also defined by another document` }]);
         }
         inBundle.add(resource);
+        const existing = id ? await registry.get(ctx, kind, id) : undefined;
+        if (existing && mode === 'create') {
+            // Kept as it is: nothing of the document is applied, so nothing it lacks can block.
+            warnings.push({ code: 'RESOURCE_EXISTS', resource, message: `${resource} exists and is kept as it is (mode create)` });
+            steps.push({ kind, action: { kind: kind.kind, id, action: 'skip', code: 'RESOURCE_EXISTS' } });
+            continue;
+        }
         const blocks: Array<{ code: string; message: string }> = [];
 
         for (const path of unresolvedPaths(spec, unresolved)) {
@@ -185,8 +192,7 @@ export const planImport = async ({ db, registry, ctx, bundle, mode, variables }:
         }
 
         // Export-only fields ({type: required}): met when the target already holds the same value (the same key).
-        const existingForExport = id ? await registry.get(ctx, kind, id) : undefined;
-        const exportedTarget = existingForExport && kind.exportFields ? (await registry.toDocument(ctx, kind, existingForExport)).document.spec : undefined;
+        const exportedTarget = existing && kind.exportFields ? (await registry.toDocument(ctx, kind, existing)).document.spec : undefined;
         for (const field of kind.writeOnly ?? []) {
             const value = (spec as Record<string, unknown>)[field];
             if (!value || typeof value !== 'object' || (value as { type?: unknown }).type !== 'required') {
@@ -220,11 +226,6 @@ export const planImport = async ({ db, registry, ctx, bundle, mode, variables }:
             continue;
         }
         id = preview.id;
-        if (preview.existing && mode === 'create') {
-            warnings.push({ code: 'RESOURCE_EXISTS', resource, message: `${resource} exists and is kept as it is (mode create)` });
-            steps.push({ kind, action: { kind: kind.kind, id, action: 'skip', code: 'RESOURCE_EXISTS' } });
-            continue;
-        }
         if (preview.existing && doc.generation !== undefined && doc.generation < preview.existing.generation) {
             blocks.unshift({ code: 'STALE_GENERATION', message: `the document has generation ${doc.generation}, the stored resource ${preview.existing.generation}` });
         }

@@ -278,10 +278,20 @@ for (const dialect of DIALECTS) {
             await t.server.registry.write(system('dst'), trustListKind, { ...docOf(bundle, 'TrustList', 'demo').spec, description: 'changed by the API' });
             const stale = await plan('dst', bundle);
             expect(stale.body.actions.find((a: { kind: string }) => a.kind === 'TrustList')).to.include({ action: 'blocked', code: 'STALE_GENERATION' });
-            const create = await plan('dst', bundle, 'create');
-            expect(create.body.blocked).to.be.false();
-            expect(new Set(create.body.actions.map((a: { action: string }) => a.action))).to.equal(new Set(['skip']));
-            expect(create.body.warnings.filter((w: { code: string }) => w.code === 'RESOURCE_EXISTS')).to.have.length(bundle.documents.length);
+            // Mode create skips what exists, even a document that lacks its secrets; one it would create needs them.
+            const create = await plan('dst', exported, 'create');
+            expect(create.body.actions.find((a: { kind: string; id: string }) => a.kind === 'Client' && a.id === 'src-web')).to.include({ action: 'blocked', code: 'CLIENT_SECRET_REQUIRED' });
+            expect(create.body.actions.find((a: { kind: string }) => a.kind === 'WebhookEndpoint')).to.include({ action: 'skip' });
+            const createFilled = await plan('dst', bundle, 'create');
+            expect(createFilled.body.blocked).to.be.false();
+            expect(new Set(createFilled.body.actions.map((a: { action: string }) => a.action))).to.equal(new Set(['skip']));
+            expect(createFilled.body.warnings.filter((w: { code: string }) => w.code === 'RESOURCE_EXISTS')).to.have.length(bundle.documents.length);
+            const unfilledDst = fillRequirements(exported, 'src', 'dst');
+            docOf(unfilledDst, 'WebhookEndpoint', 'hook').spec.auth.config.value = '${UNSET_HOOK_SECRET}';
+            const skipped = await plan('dst', rehash(unfilledDst), 'create');
+            expect(skipped.body.blocked).to.be.false();
+            expect(skipped.body.actions.find((a: { kind: string }) => a.kind === 'WebhookEndpoint')).to.include({ action: 'skip', code: 'RESOURCE_EXISTS' });
+            expect((await plan('dst', rehash(unfilledDst))).body.actions.find((a: { kind: string }) => a.kind === 'WebhookEndpoint')).to.include({ action: 'blocked', code: 'SECRET_REQUIRED' });
         });
 
         it('refuses a stale fingerprint, leaving the tenant as it was', async () => {
@@ -473,6 +483,14 @@ for (const dialect of DIALECTS) {
             const invalid = structuredClone(bundle);
             docOf(invalid, 'Badge', 'gold').spec.unknownField = true;
             await expectInvalid(rehash(invalid), /unknownField/);
+            const asset = structuredClone(bundle);
+            asset.assets = [{ path: 'images/logo.png', contentType: 'image/png', data: Buffer.from('png bytes').toString('base64') }];
+            asset.manifest.assets = [{ path: 'images/logo.png', contentType: 'image/png', sha256: sha256Hex(Buffer.from('other bytes')) }];
+            await expectInvalid(asset, /images\/logo.png: checksum mismatch/);
+            asset.manifest.assets[0]!.sha256 = sha256Hex(Buffer.from('png bytes'));
+            const withAsset = await call('POST', '/api/config-bundles/plan?tenantId=bad', asRoot(), asset);
+            expect(withAsset.status).to.equal(200);
+            expect(withAsset.body.warnings.map((w: { code: string }) => w.code)).to.include('ASSETS_NOT_STORED');
             const extraField = await call('POST', '/api/config-bundles/plan?tenantId=bad', asRoot(), { ...bundle, extra: 1 });
             expect(extraField.status).to.equal(400);
             const wrongType = await call('POST', '/api/config-bundles/plan?tenantId=bad&mode=merge', asRoot(), bundle);

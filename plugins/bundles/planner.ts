@@ -83,6 +83,17 @@ const matches = (pattern: string, path: string) => {
 const valueAt = (spec: unknown, path: string): unknown =>
     path.split('.').reduce<unknown>((v, key) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[key] : undefined), spec);
 
+/** The id a spec names, if it names one (a tenant-folder info.json has none: the folder names the tenant). */
+const specId = (kind: ResourceKind, spec: unknown): string | undefined => {
+    try {
+        const id: unknown = kind.id(spec);
+        return typeof id === 'string' ? id : undefined;
+    }
+    catch {
+        return undefined;
+    }
+};
+
 /** The code a refusal detail carries (`MISSING_RESOURCE_REFERENCE: …`), or a generic one. */
 const codeOf = (detail: ErrorDetail): string => /^([A-Z][A-Z0-9_]+):/.exec(detail.message)?.[1] ?? 'RESOURCE_INVALID';
 
@@ -120,6 +131,10 @@ export const planImport = async ({ db, registry, ctx, bundle, mode, variables }:
             }
             if ((document as { $schema: string }).$schema !== entry.$schema) {
                 throw new ValidationError('$schema differs from the manifest', [{ path: '$schema', message: 'does not match the manifest' }]);
+            }
+            const documentId = doc.kind.singleton ? doc.kind.kind : specId(doc.kind, doc.spec);
+            if (documentId !== undefined && documentId !== entry.id) {
+                throw new ValidationError('the manifest names another id', [{ path: '', message: `the manifest names ${entry.kind} ${entry.id}, the document ${String(documentId)}` }]);
             }
             parsed.push({ kind: doc.kind, version: doc.version, spec: doc.spec, generation: doc.metadata?.generation, path: entry.path, entryKind: entry.kind });
         }

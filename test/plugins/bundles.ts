@@ -34,6 +34,22 @@ const SECRETS = {
     badge: 'badge-token-never-exported'
 };
 
+const ENV_SECRET = 'from-the-environment-0123';
+
+/** A bundle written by hand: documents only, the manifest computed, no requirements listed. */
+const handWritten = (documents: Array<{ path: string; document: { $schema: string; spec: Record<string, unknown> } }>, kinds: string[]): JsonBundle => ({
+    manifest: {
+        format: 'hallmark.config-bundle',
+        formatVersion: 1,
+        resources: documents.map((d, i) => ({ kind: kinds[i]!, id: String(d.document.spec.id ?? d.document.spec.clientId ?? kinds[i]), $schema: d.document.$schema, path: d.path, sha256: sha256Hex(jcs(d.document)) })),
+        assets: [],
+        requirements: [],
+        warnings: []
+    },
+    documents: documents as JsonBundle['documents'],
+    assets: []
+});
+
 const system = (tenantId?: string): TenantContext => ({ ...(tenantId ? { tenantId } : {}), clientId: 'system:test', roles: [] });
 
 const demoDocument = (path: string) => JSON.parse(Fs.readFileSync(Path.join(__dirname, '../../examples/config/demo', path), 'utf8')) as { $schema: string; spec: Record<string, any> };
@@ -128,7 +144,7 @@ for (const dialect of DIALECTS) {
         };
 
         before(async () => {
-            t = await startTestServer(dialect, { manifest });
+            t = await startTestServer(dialect, { manifest, env: { BUNDLE_HOOK_SECRET: ENV_SECRET } });
             root = await rootToken(t.server);
             await seed(t, 'src');
             admin = bearer((await clientWithToken(t.server, root, { clientId: 'src-admin', roles: ['tenant:admin'], tenantId: 'src' })).token);
@@ -372,6 +388,55 @@ for (const dialect of DIALECTS) {
             expect(reports.filter((o: { type: string }) => o.type === 'detach')).to.have.length(2);
             // Someone else's tenant: not found.
             expect((await call('POST', '/api/config-bundles/resources/Badge/gold/detach?tenantId=det', admin)).status).to.equal(404);
+        });
+
+        it('plans a hand-written bundle: environment placeholders resolved, missing values blocked without a listed requirement', async () => {
+            const schema = (file: string) => `https://schemas.hallmark.dev/config/v1/${file}.schema.json`;
+            const publicJwk = docOf(exported, 'KeyChain', 'in-db').spec.keySource.publicJwk;
+            const documents = [
+                { path: 'info.json', document: { $schema: schema('TenantConfigFile'), spec: { name: 'Hand written', description: '${UNSET_DESCRIPTION}' } } },
+                { path: 'webhook-endpoints/env.json', document: { $schema: schema('WebhookEndpointConfigFile'), spec: { id: 'env', name: 'From env', url: 'https://hooks.example.com/env', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: '${BUNDLE_HOOK_SECRET}' } } } } },
+                { path: 'webhook-endpoints/unset.json', document: { $schema: schema('WebhookEndpointConfigFile'), spec: { id: 'unset', name: 'Unset', url: 'https://hooks.example.com/unset', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: '${UNSET_HOOK_SECRET}' } } } } },
+                { path: 'clients/hand-web.json', document: { $schema: schema('ClientConfigFile'), spec: { clientId: 'hand-web', roles: ['issuance:offer'], secret: '${UNSET_CLIENT_SECRET}' } } },
+                { path: 'key-chains/k.json', document: { $schema: schema('KeyChainConfigFile'), spec: { id: 'k', usageType: 'access', keySource: { type: 'required', publicJwk } } } }
+            ];
+            const res = await plan('hand', handWritten(documents, ['Tenant', 'WebhookEndpoint', 'WebhookEndpoint', 'Client', 'KeyChain']));
+            expect(res.status, res.res.payload).to.equal(200);
+            const byId = (id: string) => res.body.actions.find((a: { id: string }) => a.id === id);
+            expect(byId('hand')).to.include({ action: 'create' });
+            expect(byId('env')).to.include({ action: 'create' });
+            expect(byId('unset')).to.include({ action: 'blocked', code: 'SECRET_REQUIRED' });
+            expect(byId('hand-web')).to.include({ action: 'blocked', code: 'CLIENT_SECRET_REQUIRED' });
+            expect(byId('k')).to.include({ action: 'blocked', code: 'PRIVATE_KEY_REQUIRED' });
+            expect(res.body.requirements.map((r: { code: string; resource: string; path: string; placeholder?: string }) => `${r.code} ${r.resource} ${r.path} ${r.placeholder ?? ''}`).sort()).to.equal([
+                'CLIENT_SECRET_REQUIRED Client/hand-web secret ${UNSET_CLIENT_SECRET}',
+                'PRIVATE_KEY_REQUIRED KeyChain/k keySource ',
+                'SECRET_REQUIRED WebhookEndpoint/unset auth.config.value ${UNSET_HOOK_SECRET}'
+            ]);
+            expect(res.body.warnings).to.include({ code: 'UNRESOLVED_PLACEHOLDER', resource: 'Tenant/hand', message: 'description holds an unresolved placeholder, kept as literal text' });
+            expect(JSON.stringify(res.body)).to.not.contain(ENV_SECRET);
+
+            const ready = handWritten(documents.slice(0, 2), ['Tenant', 'WebhookEndpoint']);
+            const planned = await plan('hand', ready);
+            const done = await importAs('hand', ready, planned.body.planFingerprint);
+            expect(done.status, JSON.stringify(done.body)).to.equal(200);
+            expect((await t.server.registry.get(system('hand'), webhookEndpointKind, 'env'))!.spec.auth).to.equal({ type: 'apiKey', config: { headerName: 'X-Key', value: ENV_SECRET } });
+
+            const mismatch = handWritten(documents.slice(0, 2), ['Tenant', 'TrustList']);
+            const refused = await plan('hand', mismatch);
+            expect(refused.body.code).to.equal('BUNDLE_INVALID');
+            expect(JSON.stringify(refused.body.details)).to.contain('does not match the manifest kind');
+            const otherSchema = handWritten(documents.slice(0, 2), ['Tenant', 'WebhookEndpoint']);
+            otherSchema.manifest.resources[1]!.$schema = schema('WebhookEndpointConfigFile').replace('/v1/', '/v2/');
+            expect(JSON.stringify((await plan('hand', otherSchema)).body.details)).to.contain('does not match the manifest');
+            const noTenant = handWritten(documents.slice(1, 2), ['WebhookEndpoint']);
+            expect((await plan('nowhere', noTenant)).body.details).to.equal([{ path: 'documents', message: 'needs the tenant document' }]);
+            const otherId = handWritten(documents.slice(0, 2), ['Tenant', 'WebhookEndpoint']);
+            otherId.manifest.resources[1]!.id = 'other';
+            expect(JSON.stringify((await plan('hand', otherId)).body.details)).to.contain('the manifest names WebhookEndpoint other, the document env');
+            // Two tenant documents both name the target tenant.
+            const twoTenants = handWritten([documents[0]!, { ...documents[0]!, path: 'info-2.json', document: { ...documents[0]!.document, spec: { id: 'b', name: 'B' } } }], ['Tenant', 'Tenant']);
+            expect(JSON.stringify((await plan('hand', twoTenants)).body.details)).to.contain('also defined by another document');
         });
 
         it('returns !generate client secrets once', async () => {

@@ -112,7 +112,7 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             tags,
             description: 'Plan the import of a ZIP bundle (multipart field `bundle`)',
             auth: { access: { scope: ROLES } },
-            payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' }, allow: 'multipart/form-data' },
+            payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' } },
             plugins: { 'hapi-swagger': { payloadType: 'form' } },
             validate: { query: planQuery, payload: archivePayload }
         },
@@ -141,7 +141,7 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             tags,
             description: 'Import a ZIP bundle as planned (multipart field `bundle`)',
             auth: { access: { scope: ROLES } },
-            payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' }, allow: 'multipart/form-data' },
+            payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' } },
             plugins: { 'hapi-swagger': { payloadType: 'form' } },
             validate: { query: importQuery, payload: archivePayload }
         },

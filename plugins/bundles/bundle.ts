@@ -1,10 +1,12 @@
-import { createHash } from 'node:crypto';
 import Joi from 'joi';
+import { jcs, sha256Hex } from '../../lib/config-import/plan';
 import type { ErrorDetail } from '../../lib/errors';
 import type { ExportRequirement, ResourceKind } from '../../lib/registry/kind';
 import type { ConfigDocument } from '../../lib/registry/registry';
 import { pathProblem, readZip, type ZipLimits } from './archive';
 import { bundleInvalid } from './errors';
+
+export { jcs, sha256Hex };
 
 /** The bundle format of spec 2.9 and the contract: manifest, documents and assets, as JSON or as a ZIP archive. */
 
@@ -100,20 +102,6 @@ export const jsonBundleSchema = Joi.object<JsonBundle, true>({
     documents: Joi.array().items(Joi.object({ path: Joi.string().max(512).required(), document: Joi.object().unknown(true).required() })).max(10_000).required(),
     assets: Joi.array().items(Joi.object({ path: Joi.string().max(512).required(), contentType: Joi.string().max(255).required(), data: Joi.string().base64().required() })).max(10_000).default([])
 }).label('ConfigBundle');
-
-/** RFC 8785 (JCS) canonical JSON: keys sorted by UTF-16 code units, ECMAScript number and string forms. */
-export const jcs = (value: unknown): string => {
-    if (Array.isArray(value)) {
-        return `[${value.map((v) => jcs(v === undefined ? null : v)).join(',')}]`;
-    }
-    if (value && typeof value === 'object') {
-        const entries = Object.entries(value).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-        return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${jcs(v)}`).join(',')}}`;
-    }
-    return JSON.stringify(value);
-};
-
-export const sha256Hex = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
 
 /**
  * The path of a kind's document in a bundle (spec 2.9): the tenant-folder layout, except that issuance settings are

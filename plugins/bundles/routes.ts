@@ -6,7 +6,7 @@ import { NotFoundError, ValidationError } from '../../lib/errors';
 import { tenantIdSchema } from '../../resources/tenant';
 import { jsonBundleSchema, type JsonBundle } from './bundle';
 import { BundleError } from './errors';
-import { IMPORT_MODES, type ImportMode } from './planner';
+import { IMPORT_MODES, type ImportMode } from '../../lib/config-import/plan';
 import type { BundleContext, BundleService } from './service';
 
 const ROLES = ['tenant:admin', 'tenant:manage'];

@@ -11,7 +11,8 @@ import { writeZip, type ZipLimits } from './archive';
 import { BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, bundlePath, decodeJsonBundle, decodeZipBundle, jcs, MANIFEST_PATH, sha256Hex, type Bundle, type JsonBundle, type Manifest } from './bundle';
 import { BundleError } from './errors';
 import { BundleLockModel, BundleOperationModel, BundleSourceModel, type OperationStatus, type OperationType } from './models';
-import { planImport, type ImportMode, type Plan, type PlanAction } from './planner';
+import { applyPlan, type ImportMode, type Plan, type PlanAction } from '../../lib/config-import/plan';
+import { planImport, sourceRecords } from './planner';
 
 export type BundleContext = TenantContext & { tenantId: string };
 
@@ -158,25 +159,9 @@ export class BundleService {
                     const first = planned.plan.actions.find((a) => a.action === 'blocked')!;
                     throw new BundleError(409, first.code!, `${first.kind} ${first.id} is blocked: ${first.message}`, { details: planned.plan });
                 }
-                const generatedSecrets: NonNullable<ImportResult['generatedSecrets']> = [];
-                const Sources = this.db.model(BundleSourceModel);
-                for (const step of planned.steps) {
-                    const { action } = step;
-                    counts[action.action] = (counts[action.action] ?? 0) + 1;
-                    const key = { tenantId: ctx.tenantId, kind: action.kind, resourceId: action.id };
-                    if (action.action === 'delete') {
-                        await this.registry.remove(ctx, step.kind, action.id);
-                        await Sources.query(this.db.current()).delete().where(key);
-                    }
-                    else if (action.action !== 'skip') {
-                        const written = await this.registry.write(ctx, step.kind, step.spec, { version: step.version, ownership: 'file-managed', mode: 'upsert' });
-                        generatedSecrets.push(...Object.values(written.generated ?? {}).map((secret) => ({ kind: action.kind, id: written.id, secret })));
-                        if (!step.kind.isTenant) {
-                            await Sources.query(this.db.current()).delete().where(key);
-                            await Sources.query(this.db.current()).insert({ ...key, source: planned.source });
-                        }
-                    }
-                }
+                const applied = await applyPlan({ registry: this.registry, ctx, planned, sources: sourceRecords(this.db) });
+                Object.assign(counts, applied.counts);
+                const { generatedSecrets } = applied;
                 await this.audit(ctx, 'import', operationId);
                 return { operationId, actions: planned.plan.actions, warnings: planned.plan.warnings, ...(generatedSecrets.length ? { generatedSecrets } : {}) };
             });

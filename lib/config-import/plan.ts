@@ -266,7 +266,7 @@ export const planDocuments = async (input: PlanDocumentsInput): Promise<PlannedI
 };
 
 export interface AppliedImport {
-    /** How many actions of each kind were applied (create, update, unchanged, skip, delete). */
+    /** How many writes created, updated or left a resource unchanged, and how many were skipped or deleted. */
     counts: Record<string, number>;
     /** Values made for `!generate` fields of created resources: their only copy. */
     generatedSecrets: Array<{ kind: string; id: string; secret: string }>;
@@ -286,14 +286,20 @@ export const applyPlan = async (input: { registry: Registry; ctx: TenantContext 
         if (action.action === 'blocked') {
             throw new Error(`${action.kind} ${action.id} is blocked: the plan cannot be applied`);
         }
-        counts[action.action] = (counts[action.action] ?? 0) + 1;
+        const count = (name: string) => (counts[name] = (counts[name] ?? 0) + 1);
         try {
             if (action.action === 'delete') {
                 await registry.remove(ctx, step.kind, action.id);
                 await sources?.forget(ctx.tenantId, action.kind, action.id);
+                count('delete');
             }
-            else if (action.action !== 'skip') {
+            else if (action.action === 'skip') {
+                count('skip');
+            }
+            else {
                 const written = await registry.write(ctx, step.kind, step.spec, { version: step.version, ownership: 'file-managed', mode: 'upsert' });
+                // What was written: a planned "unchanged" that takes over an unmanaged resource updates its ownership.
+                count(written.action);
                 generatedSecrets.push(...Object.values(written.generated ?? {}).map((secret) => ({ kind: action.kind, id: written.id, secret })));
                 if (!step.kind.isTenant) {
                     await sources?.record(ctx.tenantId, action.kind, action.id, planned.source);

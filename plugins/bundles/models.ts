@@ -16,6 +16,8 @@ export class BundleOperationModel extends BaseModel {
     startedAt!: string;
     finishedAt!: string | null;
     summary!: Record<string, unknown> | null;
+    workerHost!: string | null;
+    workerPid!: number | null;
 }
 
 export class BundleLockModel extends BaseModel {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import Os from 'node:os';
 import { UniqueViolationError } from 'objection';
 import type { Variables } from '../../lib/config-import/placeholders';
 import type { Database } from '../../lib/db/database';
@@ -43,6 +44,9 @@ export interface BundleServiceOptions {
 }
 
 const AUDIT_KIND = 'ConfigBundle';
+
+/** The PostgreSQL advisory lock an import's transaction holds. */
+const workerKey = (operationId: string) => `hallmark-bundle-import:${operationId}`;
 const REPORTS_LISTED = 50;
 
 // objection wraps the driver's error (UniqueViolationError) on PostgreSQL; SQLite's may come through as is.
@@ -67,8 +71,9 @@ const toReport = (row: BundleOperationModel): OperationReport => ({
 
 /** Export, plan and import of a tenant's configuration (spec 2.9, 4.8), and their operation reports. */
 export class BundleService {
-    /** Tenants with an import running in this process: SQLite's one connection would otherwise queue a second one. */
-    private readonly importing = new Set<string>();
+    /** Tenants with an import running in this process (tenant → operation): SQLite's one connection would otherwise
+     * queue a second one, and a report of one of these is certainly alive. */
+    private readonly importing = new Map<string, string>();
 
     constructor(private readonly options: BundleServiceOptions) {}
 
@@ -151,6 +156,11 @@ export class BundleService {
         const counts: Record<string, number> = {};
         try {
             const result = await this.registry.transaction(async () => {
+                if (this.db.dialect === 'postgres') {
+                    // Held until this transaction ends, also when the process dies: how other replicas tell a running
+                    // import from an interrupted one.
+                    await this.db.current().raw('select pg_advisory_xact_lock(hashtext(?))', [workerKey(operationId)]);
+                }
                 const planned = await planImport({ db: this.db, registry: this.registry, ctx, bundle, mode, variables: this.options.variables });
                 if (planned.plan.planFingerprint !== planFingerprint) {
                     throw new BundleError(409, 'CONFIG_PLAN_STALE', 'The bundle, the mode or the tenant changed since the plan was made: plan again');
@@ -179,14 +189,15 @@ export class BundleService {
         if (this.importing.has(ctx.tenantId)) {
             throw new BundleError(409, 'OPERATION_IN_PROGRESS', `An import into tenant ${ctx.tenantId} is running`);
         }
-        this.importing.add(ctx.tenantId);
         const operationId = randomUUID();
+        this.importing.set(ctx.tenantId, operationId);
         const now = new Date().toISOString();
         try {
             await this.db.transaction(async (trx) => {
                 await this.db.model(BundleLockModel).query(trx).insert({ tenantId: ctx.tenantId, operationId, acquiredAt: now });
                 await this.db.model(BundleOperationModel).query(trx).insert({
-                    id: operationId, tenantId: ctx.tenantId, type: 'import', mode, status: 'running', actor: ctx.clientId, startedAt: now, finishedAt: null, summary: {}
+                    id: operationId, tenantId: ctx.tenantId, type: 'import', mode, status: 'running', actor: ctx.clientId, startedAt: now, finishedAt: null, summary: {},
+                    workerHost: Os.hostname(), workerPid: process.pid
                 });
             });
         }
@@ -224,11 +235,11 @@ export class BundleService {
      */
     async acknowledgeInterruption(ctx: BundleContext, id: string): Promise<OperationReport> {
         const operation = await this.operation(ctx, id);
-        if (operation.status !== 'running' || operation.type !== 'import') {
-            throw new BundleError(409, 'OPERATION_NOT_RUNNING', `Operation ${id} is ${operation.status}, not a running import`);
+        if (operation.status === 'running') {
+            throw new BundleError(409, 'OPERATION_IN_PROGRESS', `Operation ${id} is still running`);
         }
-        if (this.importing.has(ctx.tenantId)) {
-            throw new BundleError(409, 'OPERATION_IN_PROGRESS', `Operation ${id} is running in this process`);
+        if (operation.type !== 'import' || operation.finishedAt) {
+            throw new BundleError(409, 'OPERATION_NOT_INTERRUPTED', `Operation ${id} is ${operation.status}, not an interrupted import`);
         }
         await this.db.transaction(async (trx) => {
             await this.db.model(BundleOperationModel).query(trx).findById(id)
@@ -282,7 +293,40 @@ export class BundleService {
 
     async operations(ctx: BundleContext): Promise<OperationReport[]> {
         const rows = await this.db.model(BundleOperationModel).query().where({ tenantId: ctx.tenantId }).orderBy('startedAt', 'desc').orderBy('id').limit(REPORTS_LISTED);
-        return rows.map(toReport);
+        return Promise.all(rows.map((row) => this.report(row)));
+    }
+
+    /** A running report whose process is gone is interrupted (spec 3.4); it keeps the lock until acknowledged. */
+    private async report(row: BundleOperationModel): Promise<OperationReport> {
+        const report = toReport(row);
+        return row.status === 'running' && !(await this.alive(row)) ? { ...report, status: 'interrupted' } : report;
+    }
+
+    private async alive(row: BundleOperationModel): Promise<boolean> {
+        if (this.importing.get(row.tenantId) === row.id) {
+            return true;
+        }
+        if (this.db.dialect === 'postgres') {
+            // Free only when no transaction holds it: the import's ended with its process.
+            return this.db.knex.transaction(async (trx) => {
+                const result = await trx.raw('select pg_try_advisory_xact_lock(hashtext(?)) as free', [workerKey(row.id)]);
+                return !(result.rows[0] as { free: boolean }).free;
+            });
+        }
+        // SQLite: the processes share a host; one of them still alive may be running it.
+        if (!row.workerHost || !row.workerPid || row.workerPid === process.pid) {
+            return false;
+        }
+        if (row.workerHost !== Os.hostname()) {
+            return true;
+        }
+        try {
+            process.kill(row.workerPid, 0);
+            return true;
+        }
+        catch (err) {
+            return (err as NodeJS.ErrnoException).code === 'EPERM';
+        }
     }
 
     async operation(ctx: BundleContext, id: string): Promise<OperationReport> {
@@ -290,6 +334,6 @@ export class BundleService {
         if (!row) {
             throw new NotFoundError('Operation not found');
         }
-        return toReport(row);
+        return this.report(row);
     }
 }

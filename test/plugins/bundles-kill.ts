@@ -85,6 +85,11 @@ for (const dialect of DIALECTS) {
                 expect(locked.status).to.equal(409);
                 expect(locked.body.code).to.equal('OPERATION_IN_PROGRESS');
 
+                // Its process is gone: the report says interrupted, the lock still holds.
+                const reported = await inject('GET', `/api/config-bundles/operations/${operation!.id}?tenantId=killed`);
+                expect(reported.body).to.include({ status: 'interrupted', type: 'import', actor: 'root' });
+                expect(reported.body.finishedAt).to.not.exist();
+                expect((await inject('GET', '/api/config-bundles/operations?tenantId=killed')).body.items[0]).to.include({ status: 'interrupted' });
                 expect((await inject('POST', `/api/config-bundles/operations/${operation!.id}/acknowledge-interruption?tenantId=killed`)).status).to.equal(400);
                 const acknowledged = await inject('POST', `/api/config-bundles/operations/${operation!.id}/acknowledge-interruption?tenantId=killed&confirmWorkerStopped=true`);
                 expect(acknowledged.status).to.equal(200);

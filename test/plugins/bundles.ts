@@ -1,4 +1,7 @@
+import ChildProcess from 'node:child_process';
+import Crypto from 'node:crypto';
 import Fs from 'node:fs';
+import Os from 'node:os';
 import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
@@ -549,12 +552,55 @@ for (const dialect of DIALECTS) {
             await t.server.db.model(BundleLockModel).query().delete().where({ tenantId: 'lock' });
         });
 
+        it('tells a running import of another process from an interrupted one', async () => {
+            const id = Crypto.randomUUID();
+            const Operations = t.server.db.model(BundleOperationModel);
+            const dead = ChildProcess.spawnSync(process.execPath, ['-e', '0']).pid!;
+            await Operations.query().insert({ id, tenantId: 'src', type: 'import', mode: 'upsert', status: 'running', actor: 'elsewhere', startedAt: new Date().toISOString(), finishedAt: null, summary: {}, workerHost: Os.hostname(), workerPid: dialect === 'sqlite' ? process.ppid : dead });
+            const statusOf = async () => (await call('GET', `/api/config-bundles/operations/${id}`, admin)).body.status;
+            const acknowledge = () => call('POST', `/api/config-bundles/operations/${id}/acknowledge-interruption?confirmWorkerStopped=true`, admin);
+            if (dialect === 'sqlite') {
+                // The worker process (here: the test runner's parent) is alive.
+                expect(await statusOf()).to.equal('running');
+                expect((await acknowledge()).body.code).to.equal('OPERATION_IN_PROGRESS');
+                await Operations.query().findById(id).patch({ workerPid: dead });
+                expect(await statusOf()).to.equal('interrupted');
+            }
+            else {
+                // Another replica's import holds its advisory lock for as long as its transaction lives.
+                let release!: () => void;
+                const held = new Promise<void>((resolve) => (release = resolve));
+                let locked!: () => void;
+                const acquired = new Promise<void>((resolve) => (locked = resolve));
+                const replica = t.server.db.knex.transaction(async (trx) => {
+                    await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`hallmark-bundle-import:${id}`]);
+                    locked();
+                    await held;
+                });
+                await acquired;
+                expect(await statusOf()).to.equal('running');
+                expect((await acknowledge()).body.code).to.equal('OPERATION_IN_PROGRESS');
+                release();
+                await replica;
+                expect(await statusOf()).to.equal('interrupted');
+            }
+            const acknowledged = await acknowledge();
+            expect(acknowledged.status).to.equal(200);
+            expect(acknowledged.body).to.include({ status: 'interrupted', actor: 'elsewhere' });
+            expect(acknowledged.body.summary).to.equal({ acknowledgedBy: 'src-admin' });
+            expect((await acknowledge()).body.code).to.equal('OPERATION_NOT_INTERRUPTED');
+        });
+
         it('lists the latest operation reports and audits exports and imports', async () => {
             const list = await call('GET', '/api/config-bundles/operations', admin);
             expect(list.status).to.equal(200);
-            expect(list.body.items[0]).to.include({ type: 'export', status: 'succeeded', actor: 'src-admin' });
-            const one = await call('GET', `/api/config-bundles/operations/${list.body.items[0].id}`, admin);
-            expect(one.body).to.equal(list.body.items[0]);
+            const startedAt = list.body.items.map((o: { startedAt: string }) => o.startedAt);
+            expect(startedAt).to.equal([...startedAt].sort().reverse());
+            const exportReport = list.body.items.find((o: { type: string }) => o.type === 'export');
+            expect(exportReport).to.include({ type: 'export', status: 'succeeded', actor: 'src-admin' });
+            expect(exportReport.summary).to.include({ resources: exported.documents.length });
+            const one = await call('GET', `/api/config-bundles/operations/${exportReport.id}`, admin);
+            expect(one.body).to.equal(exportReport);
             const dst = (await call('GET', '/api/config-bundles/operations?tenantId=dst', asRoot())).body.items;
             expect(dst.find((o: { type: string; status: string }) => o.type === 'import' && o.status === 'succeeded').summary).to.include({ create: exported.documents.length });
             // Another tenant's report is not found.
@@ -562,8 +608,15 @@ for (const dialect of DIALECTS) {
             expect((await call('GET', `/api/config-bundles/operations/${foreign}`, admin)).status).to.equal(404);
             const audit = await t.server.inject({ method: 'GET', url: '/api/admin/audit-logs?kind=ConfigBundle', headers: admin });
             expect((audit.result as { items: Array<{ action: string }> }).items.map((i) => i.action)).to.include('export');
-            const rows = await t.server.db.model(BundleOperationModel).query().where({ tenantId: 'src' });
-            expect(rows.length).to.be.at.least(2);
+            // Only the latest 50.
+            const many = Array.from({ length: 60 }, (_, i) => ({ id: Crypto.randomUUID(), tenantId: 'many', type: 'export' as const, mode: null, status: 'succeeded' as const, actor: 'x', startedAt: new Date(Date.UTC(2026, 0, 1, 0, i)).toISOString(), finishedAt: null, summary: { n: i } }));
+            for (const row of many) {
+                await t.server.db.model(BundleOperationModel).query().insert(row);
+            }
+            const latest = (await call('GET', '/api/config-bundles/operations?tenantId=many', asRoot())).body.items;
+            expect(latest).to.have.length(50);
+            expect(latest[0].summary).to.equal({ n: 59 });
+            expect(latest[49].summary).to.equal({ n: 10 });
         });
 
         it('checks roles and tenants', async () => {

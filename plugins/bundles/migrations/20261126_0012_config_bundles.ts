@@ -13,6 +13,9 @@ export const up = async (knex: Knex): Promise<void> => {
         t.timestamp('started_at', { useTz: true }).notNullable();
         t.timestamp('finished_at', { useTz: true });
         t.text('summary');
+        // Which process runs an import: a report whose process is gone shows interrupted (spec 3.4).
+        t.string('worker_host', 255);
+        t.integer('worker_pid');
         t.index(['tenant_id', 'started_at'], 'config_bundle_operations_tenant_time');
     });
     // One running import per tenant: the primary key makes a second insert fail on every replica.

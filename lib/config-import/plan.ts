@@ -273,7 +273,7 @@ export interface AppliedImport {
 }
 
 /**
- * Applies an unblocked plan in its order, through the registry's write path (ownership file-managed), recording the
+ * Applies an unblocked plan (the caller checks `plan.blocked`) in its order, through the registry's write path (ownership file-managed), recording the
  * source of each written resource. Call it inside one registry transaction: a failure leaves nothing written.
  * `failed` turns a write's error into the caller's (e.g. naming the file); the default rethrows it.
  */
@@ -283,9 +283,6 @@ export const applyPlan = async (input: { registry: Registry; ctx: TenantContext 
     const generatedSecrets: AppliedImport['generatedSecrets'] = [];
     for (const step of planned.steps) {
         const { action } = step;
-        if (action.action === 'blocked') {
-            throw new Error(`${action.kind} ${action.id} is blocked: the plan cannot be applied`);
-        }
         const count = (name: string) => (counts[name] = (counts[name] ?? 0) + 1);
         try {
             if (action.action === 'delete') {

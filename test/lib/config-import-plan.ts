@@ -73,6 +73,17 @@ for (const dialect of DIALECTS) {
             expect((await t.server.registry.get(system('fp-layout'), badgeKind, 'b'))!.spec.label).to.equal('First');
         });
 
+        it('fails a tenant whose document the write path refuses, naming the file', async () => {
+            const report = await run(folder({
+                'fp-outbound/info.json': { name: 'Outbound' },
+                'fp-outbound/webhook-endpoints/w.json': { id: 'w', name: 'Local', url: 'http://127.0.0.1/in', auth: { type: 'none' } }
+            }));
+            expect(report.tenants[0]).to.include({ status: 'failed' });
+            expect(report.tenants[0]!.error).to.match(/^fp-outbound\/webhook-endpoints\/w\.json: /);
+            expect(report.tenants[0]!.error).to.contain('url');
+            expect(await t.server.registry.get(system('fp-outbound'), tenantKind, 'fp-outbound')).to.be.undefined();
+        });
+
         it('decides like a bundle plan in mode upsert on the same documents', async () => {
             const files = {
                 'fp-same/info.json': { name: 'Same' },

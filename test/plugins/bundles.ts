@@ -372,6 +372,11 @@ for (const dialect of DIALECTS) {
             expect(createFilled.body.blocked).to.be.false();
             expect(new Set(createFilled.body.actions.map((a: { action: string }) => a.action))).to.equal(new Set(['skip']));
             expect(createFilled.body.warnings.filter((w: { code: string }) => w.code === 'RESOURCE_EXISTS')).to.have.length(bundle.documents.length);
+            const skippedAll = await importAs('dst', bundle, createFilled.body.planFingerprint, 'create');
+            expect(skippedAll.status, JSON.stringify(skippedAll.body)).to.equal(200);
+            const [report] = (await call('GET', '/api/config-bundles/operations?tenantId=dst', asRoot())).body.items;
+            expect(report).to.include({ type: 'import', mode: 'create', status: 'succeeded' });
+            expect(report.summary).to.equal({ skip: bundle.documents.length });
             const unfilledDst = fillRequirements(exported, 'src', 'dst');
             docOf(unfilledDst, 'WebhookEndpoint', 'hook').spec.auth.config.value = '${UNSET_HOOK_SECRET}';
             const skipped = await plan('dst', rehash(unfilledDst), 'create');
@@ -485,6 +490,10 @@ for (const dialect of DIALECTS) {
             ]);
             expect(res.body.warnings).to.include({ code: 'UNRESOLVED_PLACEHOLDER', resource: 'Tenant/hand', message: 'description holds an unresolved placeholder, kept as literal text' });
             expect(JSON.stringify(res.body)).to.not.contain(ENV_SECRET);
+
+            // A placeholder that leaves the document invalid (too short for a client secret) blocks the same way.
+            const short = handWritten([documents[0]!, { path: 'clients/hand-short.json', document: { $schema: schema('ClientConfigFile'), spec: { clientId: 'hand-short', roles: ['issuance:offer'], secret: '${X}' } } }], ['Tenant', 'Client']);
+            expect((await plan('hand', short)).body.actions.find((a: { id: string }) => a.id === 'hand-short')).to.include({ action: 'blocked', code: 'CLIENT_SECRET_REQUIRED' });
 
             const ready = handWritten(documents.slice(0, 2), ['Tenant', 'WebhookEndpoint']);
             const planned = await plan('hand', ready);
@@ -602,7 +611,7 @@ for (const dialect of DIALECTS) {
             const one = await call('GET', `/api/config-bundles/operations/${exportReport.id}`, admin);
             expect(one.body).to.equal(exportReport);
             const dst = (await call('GET', '/api/config-bundles/operations?tenantId=dst', asRoot())).body.items;
-            expect(dst.find((o: { type: string; status: string }) => o.type === 'import' && o.status === 'succeeded').summary).to.include({ create: exported.documents.length });
+            expect(dst.find((o: { type: string; status: string; mode: string }) => o.type === 'import' && o.status === 'succeeded' && o.mode === 'upsert').summary).to.include({ create: exported.documents.length });
             // Another tenant's report is not found.
             const foreign = dst[0].id;
             expect((await call('GET', `/api/config-bundles/operations/${foreign}`, admin)).status).to.equal(404);

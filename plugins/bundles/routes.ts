@@ -25,6 +25,51 @@ const importQuery = Joi.object({
     planFingerprint: Joi.string().pattern(/^[0-9a-f]{64}$/).required().description('The fingerprint of the reviewed plan'),
     confirmReplace: Joi.boolean().default(false).description('Required (true) with mode=replace')
 });
+const change = Joi.object({ path: Joi.string().required(), before: Joi.any(), after: Joi.any() }).label('BundleFieldChange');
+const action = Joi.object({
+    kind: Joi.string().required(),
+    id: Joi.string().allow('').required(),
+    action: Joi.string().valid('create', 'update', 'unchanged', 'skip', 'delete', 'blocked').required(),
+    changes: Joi.array().items(change).description('update: the changed field paths; secret values shown as [redacted]'),
+    code: Joi.string().description('blocked: why (spec 7.4); skip: RESOURCE_EXISTS'),
+    message: Joi.string()
+}).label('BundlePlanAction');
+const warning = Joi.object({ code: Joi.string().required(), resource: Joi.string().required(), message: Joi.string().required() }).label('BundleWarning');
+const planView = Joi.object({
+    planFingerprint: Joi.string().required().description('Present it to the import: it fails with CONFIG_PLAN_STALE when the bundle, mode or tenant changed'),
+    mode: Joi.string().valid(...IMPORT_MODES).required(),
+    tenant: Joi.string().required(),
+    blocked: Joi.boolean().required().description('One blocked action blocks the whole plan'),
+    actions: Joi.array().items(action).required(),
+    requirements: Joi.array().items(Joi.object({ code: Joi.string().required(), resource: Joi.string().required(), path: Joi.string().required(), message: Joi.string().required(), placeholder: Joi.string() }).label('BundleRequirement')).required(),
+    warnings: Joi.array().items(warning).required()
+}).label('BundlePlan');
+const importView = Joi.object({
+    operationId: Joi.string().guid().required(),
+    actions: Joi.array().items(action).required(),
+    warnings: Joi.array().items(warning).required(),
+    generatedSecrets: Joi.array().items(Joi.object({ kind: Joi.string().required(), id: Joi.string().required(), secret: Joi.string().required() }).label('GeneratedSecret'))
+        .description('Secrets made for !generate: shown once, never stored in clear')
+}).label('BundleImport');
+const operationView = Joi.object({
+    id: Joi.string().guid().required(),
+    type: Joi.string().valid('export', 'import', 'detach').required(),
+    mode: Joi.string().valid(...IMPORT_MODES),
+    status: Joi.string().valid('running', 'succeeded', 'failed', 'interrupted').required(),
+    actor: Joi.string().required(),
+    startedAt: Joi.string().isoDate().required(),
+    finishedAt: Joi.string().isoDate(),
+    summary: Joi.object().unknown(true).required()
+}).label('BundleOperation');
+const resourceView = Joi.object({
+    kind: Joi.string().required(),
+    id: Joi.string().required(),
+    ownership: Joi.string().valid('unmanaged', 'file-managed').required(),
+    generation: Joi.number().integer().min(1).required(),
+    source: Joi.string().description('Who imported it (manifest.source); file-managed resources only'),
+    updatedAt: Joi.string().isoDate().required()
+}).label('BundleResource');
+
 const archivePayload = Joi.object({ bundle: Joi.binary().required().description('The ZIP bundle') });
 
 /** The tenant acted on: the token's own, or for a tenant:manage client the one `?tenantId=` names. */
@@ -98,7 +143,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             notes: 'Answers what an import would do to each resource, what the import still needs, and the planFingerprint the import must present.',
             auth: { access: { scope: ROLES } },
             payload: { maxBytes: JSON_BODY_BYTES },
-            validate: { query: planQuery, payload: jsonBundleSchema }
+            validate: { query: planQuery, payload: jsonBundleSchema },
+            response: { status: { 200: planView } }
         },
         handler: answering(async (request) => {
             const ctx = bundleContext(request);
@@ -114,7 +160,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             auth: { access: { scope: ROLES } },
             payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' } },
             plugins: { 'hapi-swagger': { payloadType: 'form' } },
-            validate: { query: planQuery, payload: archivePayload }
+            validate: { query: planQuery, payload: archivePayload },
+            response: { status: { 200: planView } }
         },
         handler: answering(async (request) => {
             const ctx = bundleContext(request);
@@ -130,7 +177,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             notes: 'All or nothing, in one transaction. 409 CONFIG_PLAN_STALE when the bundle, mode or tenant changed since the plan; 409 with the blocking code when the plan is blocked; 409 OPERATION_IN_PROGRESS while another import into the tenant runs.',
             auth: { access: { scope: ROLES } },
             payload: { maxBytes: JSON_BODY_BYTES },
-            validate: { query: importQuery, payload: jsonBundleSchema }
+            validate: { query: importQuery, payload: jsonBundleSchema },
+            response: { status: { 200: importView } }
         },
         handler: answering((request) => imported(service, request))
     },
@@ -143,7 +191,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             auth: { access: { scope: ROLES } },
             payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' } },
             plugins: { 'hapi-swagger': { payloadType: 'form' } },
-            validate: { query: importQuery, payload: archivePayload }
+            validate: { query: importQuery, payload: archivePayload },
+            response: { status: { 200: importView } }
         },
         handler: answering((request) => imported(service, request, (request.payload as { bundle: Buffer }).bundle))
     },
@@ -154,7 +203,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             tags,
             description: 'The latest 50 export and import reports of the tenant',
             auth: { access: { scope: ROLES } },
-            validate: { query: Joi.object(tenantQuery) }
+            validate: { query: Joi.object(tenantQuery) },
+            response: { status: { 200: Joi.object({ items: Joi.array().items(operationView).max(50).required() }).label('BundleOperationList') } }
         },
         handler: async (request) => ({ items: await service.operations(bundleContext(request)) })
     },
@@ -165,7 +215,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             tags,
             description: 'One export or import report',
             auth: { access: { scope: ROLES } },
-            validate: { query: Joi.object(tenantQuery), params: Joi.object({ id: Joi.string().guid().required() }) }
+            validate: { query: Joi.object(tenantQuery), params: Joi.object({ id: Joi.string().guid().required() }) },
+            response: { status: { 200: operationView } }
         },
         handler: async (request) => service.operation(bundleContext(request), (request.params as { id: string }).id)
     },
@@ -180,7 +231,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             validate: {
                 query: Joi.object({ ...tenantQuery, confirmWorkerStopped: Joi.boolean().valid(true).required().description('Must be true: no process runs this import any more') }),
                 params: Joi.object({ id: Joi.string().guid().required() })
-            }
+            },
+            response: { status: { 200: operationView } }
         },
         handler: answering(async (request) => service.acknowledgeInterruption(bundleContext(request), (request.params as { id: string }).id))
     },
@@ -191,7 +243,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             tags,
             description: 'Ownership, generation and import source of every resource of the tenant',
             auth: { access: { scope: ROLES } },
-            validate: { query: Joi.object(tenantQuery) }
+            validate: { query: Joi.object(tenantQuery) },
+            response: { status: { 200: Joi.object({ items: Joi.array().items(resourceView).required() }).label('BundleResourceList') } }
         },
         handler: async (request) => ({ items: await service.resources(bundleContext(request)) })
     },
@@ -203,7 +256,8 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             description: 'Make a file-managed resource unmanaged',
             notes: 'A later replace import no longer deletes it. Singletons take their kind name as id.',
             auth: { access: { scope: ROLES } },
-            validate: { query: Joi.object(tenantQuery), params: Joi.object({ kind: Joi.string().max(64).required(), id: Joi.string().max(255).required() }) }
+            validate: { query: Joi.object(tenantQuery), params: Joi.object({ kind: Joi.string().max(64).required(), id: Joi.string().max(255).required() }) },
+            response: { status: { 200: resourceView.fork(['source', 'updatedAt'], (k) => k.forbidden()).label('BundleDetached') } }
         },
         handler: answering(async (request) => {
             const { kind, id } = request.params as { kind: string; id: string };

@@ -62,13 +62,13 @@ for (const dialect of DIALECTS) {
             const files = {
                 'fp-layout/info.json': { name: 'Layout' },
                 'fp-layout/key-chains/k.json': { id: 'k', usageType: 'statusList' },
-                'fp-layout/status-lists/l.json': { id: 'l', bits: 1, capacity: 64, keyChainId: 'k' },
+                'fp-layout/issuance/status-lists/l.json': { id: 'l', bits: 1, capacity: 64, keyChainId: 'k' },
                 'fp-layout/badges/b.json': { id: 'b', label: 'First', keyChainId: 'k' }
             };
             expect((await run(folder(files))).tenants[0]).to.include({ status: 'imported', created: 4 });
-            const changed = await run(folder({ ...files, 'fp-layout/status-lists/l.json': { id: 'l', bits: 2, capacity: 64, keyChainId: 'k' }, 'fp-layout/badges/b.json': { id: 'b', label: 'Second', keyChainId: 'k' } }));
+            const changed = await run(folder({ ...files, 'fp-layout/issuance/status-lists/l.json': { id: 'l', bits: 2, capacity: 64, keyChainId: 'k' }, 'fp-layout/badges/b.json': { id: 'b', label: 'Second', keyChainId: 'k' } }));
             expect(changed.tenants[0]).to.include({ status: 'failed' });
-            expect(changed.tenants[0]!.error).to.contain('fp-layout/status-lists/l.json: STATUS_LIST_LAYOUT_IMMUTABLE');
+            expect(changed.tenants[0]!.error).to.contain('fp-layout/issuance/status-lists/l.json: STATUS_LIST_LAYOUT_IMMUTABLE');
             expect((await t.server.registry.get(system('fp-layout'), statusListKind, 'l'))!.spec.bits).to.equal(1);
             expect((await t.server.registry.get(system('fp-layout'), badgeKind, 'b'))!.spec.label).to.equal('First');
         });

@@ -166,7 +166,7 @@ for (const dialect of DIALECTS) {
             expect(m.sourceVersion).to.be.a.string();
             expect(new Date(m.exportedAt!).getTime()).to.be.a.number();
             expect(new Set(m.resources.map((r) => r.kind))).to.equal(new Set(['Tenant', 'KmsConfig', 'KeyChain', 'TrustList', 'IssuanceConfig', 'CredentialConfig', 'PresentationConfig', 'Client', 'WebhookEndpoint', 'AttributeProvider', 'StatusList', 'Badge']));
-            expect(m.resources.map((r) => r.path)).to.include(['info.json', 'kms.json', 'issuance/config.json', 'badges/gold.json', 'status-lists/revocation.json', 'clients/src-web.json']);
+            expect(m.resources.map((r) => r.path)).to.include(['info.json', 'kms.json', 'issuance/config.json', 'badges/gold.json', 'issuance/status-lists/revocation.json', 'clients/src-web.json']);
             for (const r of m.resources) {
                 const doc = exported.documents.find((d) => d.path === r.path)!;
                 expect(r.sha256).to.equal(sha256Hex(jcs(doc.document)));

@@ -344,6 +344,58 @@ for (const dialect of DIALECTS) {
             expect(ok.statusCode, ok.payload).to.equal(200);
         });
 
+        it('refuses malformed proofs and proof members, never with a 500', async () => {
+            const token = await accessToken('pid');
+            const [key, other] = await keys(2);
+            const signingKey = Crypto.createPrivateKey({ key: key!.privateJwk as Crypto.JsonWebKey, format: 'jwk' });
+            /** A proof JWT made by hand (jose would refuse some of these headers), signed by `key`. */
+            const rawProof = (n: string, header: Record<string, unknown> = {}, claims: Record<string, unknown> = {}) =>
+                signRaw(dropUndefined({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: key!.publicJwk, ...header }), dropUndefined({ aud: issuer, iat: seconds(), nonce: n, ...claims }), signingKey);
+            const attestationOf = (n: string, claims: Record<string, unknown> = {}) => keyAttestation([key!], { claims: { nonce: n, ...claims } });
+            const jwtCases: Array<[string, (n: string) => string, string, RegExp]> = [
+                ['not a JWT', () => 'x', 'invalid_proof', /not a JWT/],
+                ['typ', (n) => rawProof(n, { typ: 'JWT' }), 'invalid_proof', /typ must be openid4vci-proof\+jwt/],
+                ['alg', (n) => rawProof(n, { alg: 'ES384' }), 'invalid_proof', /signed with ES256/],
+                ['x5c', (n) => rawProof(n, { x5c: [b64(walletSigner)] }), 'invalid_proof', /x5c is not supported/],
+                ['kid without attestation', (n) => rawProof(n, { kid: '0' }), 'invalid_proof', /as jwk \(kid and x5c/],
+                ['jwk not a point', (n) => rawProof(n, { jwk: { ...key!.publicJwk, x: Buffer.alloc(32, 1).toString('base64url') } }), 'invalid_proof', /not a point of P-256/],
+                ['jwk of another key', (n) => rawProof(n, { jwk: other!.publicJwk }), 'invalid_proof', /signature is not valid/],
+                ['aud', (n) => rawProof(n, {}, { aud: 'https://elsewhere.example' }), 'invalid_proof', /audience/],
+                ['old iat', (n) => rawProof(n, {}, { iat: seconds() - 3600 }), 'invalid_proof', /iat is missing or outside/],
+                ['no nonce', () => rawProof('', {}, { nonce: undefined }), 'invalid_nonce', /must carry the c_nonce/],
+                ['jwk and kid with attestation', (n) => rawProof(n, { kid: '0', key_attestation: attestationOf(n) }), 'invalid_proof', /by jwk or by kid, not both/],
+                ['jwk not an object with attestation', (n) => rawProof(n, { jwk: 'key', key_attestation: attestationOf(n) }), 'invalid_proof', /by jwk or by kid, not both/],
+                ['attested key not an object', (n) => rawProof(n, { key_attestation: attestationOf(n, { attested_keys: [42] }) }), 'invalid_proof', /attested_keys\[0\] of the key attestation is not a JWK/],
+                ['too many attested keys', (n) => rawProof(n, { key_attestation: attestationOf(n, { attested_keys: Array.from({ length: 101 }, () => key!.publicJwk) }) }), 'invalid_proof', /more than 100 keys/],
+                ['attestation nbf', (n) => rawProof(n, { key_attestation: attestationOf(n, { nbf: seconds() + 600 }) }), 'invalid_proof', /not valid yet/],
+                ['attestation nonce not a string', (n) => rawProof(n, { key_attestation: attestationOf(n, { nonce: 42 }) }), 'invalid_proof', /nonce must be a string/],
+                ['attestation header', (n) => rawProof(n, { key_attestation: `e30x.${attestationOf(n).split('.').slice(1).join('.')}` }), 'invalid_proof', /header is not a JSON object/]
+            ];
+            for (const [name, make, error, description] of jwtCases) {
+                await refused(token, { credential_configuration_id: 'pid', proofs: { jwt: [make(await nonce())] } }, error, description).catch((err) => {
+                    throw new Error(`${name}: ${(err as Error).message}`);
+                });
+            }
+            const n = await nonce();
+            const shapeCases: Array<[object, string, RegExp]> = [
+                [{}, 'invalid_proof', /proof of possession of the holder key is required/],
+                [{ proofs: {} }, 'invalid_proof', /is required/],
+                [{ proofs: { jwt: null } }, 'invalid_proof', /is required/],
+                [{ proofs: [] }, 'invalid_credential_request', /proofs must be an object/],
+                [{ proof: 'x' }, 'invalid_credential_request', /proof must be an object with a proof_type/],
+                [{ proof: { proof_type: 'jwt' } }, 'invalid_proof', /is required/],
+                [{ proof: { proof_type: 'jwt', jwt: rawProof(n) }, proofs: { jwt: [rawProof(n)] } }, 'invalid_credential_request', /either proof or proofs/],
+                [{ proofs: { jwt: Array.from({ length: 4 }, () => rawProof(n)) } }, 'invalid_credential_request', /At most 3 proofs/]
+            ];
+            for (const [members, error, description] of shapeCases) {
+                await refused(token, { credential_configuration_id: 'pid', ...members }, error, description);
+            }
+            // Two jwt proofs with the same key attestation: its keys once.
+            const ok = await credentialRequest(token, { credential_configuration_id: 'pid', proofs: { jwt: [rawProof(n, { key_attestation: attestationOf(n) }), rawProof(n, { key_attestation: attestationOf(n) })] } });
+            expect(ok.statusCode, ok.payload).to.equal(200);
+            expect((ok.result as any).credentials).to.have.length(1);
+        });
+
         it('refuses a replayed nonce, in both forms', async () => {
             const token = await accessToken('pid');
             const [key] = await keys(1);

@@ -62,6 +62,7 @@ for (const dialect of DIALECTS) {
         let base: string;
         let issuer: string;
         let admin: string;
+        let globexAdmin: string;
         let walletRoot: Party;
         let walletIntermediate: Party;
         let walletSigner: Party;
@@ -88,30 +89,30 @@ for (const dialect of DIALECTS) {
         const proofJwt = (key: HolderKey, nonce: string, header: Record<string, unknown> = {}) =>
             new Jose.SignJWT({ nonce, aud: issuer }).setProtectedHeader(dropUndefined({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: key.publicJwk, ...header }) as Jose.JWTHeaderParameters).setIssuedAt().sign(key.privateKey);
 
-        const nonce = async (): Promise<string> => ((await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/nonce' })).result as { c_nonce: string }).c_nonce;
+        const nonce = async (tenant = 'acme'): Promise<string> => ((await t.server.inject({ method: 'POST', url: `/issuers/${tenant}/vci/nonce` })).result as { c_nonce: string }).c_nonce;
 
-        const offer = async (id: string): Promise<{ uri: string; session: string }> => {
+        const offer = async (id: string, token = admin): Promise<{ uri: string; session: string }> => {
             const claims = id === 'mdl' ? { [MDL_NS]: { given_name: 'Erika' } } : { given_name: 'Erika' };
-            const res = await t.server.inject({ method: 'POST', url: '/api/issuer/offer', headers: bearer(admin), payload: { credentialConfigurationIds: [id], credentialClaims: { [id]: { type: 'inline', claims } } } });
+            const res = await t.server.inject({ method: 'POST', url: '/api/issuer/offer', headers: bearer(token), payload: { credentialConfigurationIds: [id], credentialClaims: { [id]: { type: 'inline', claims } } } });
             expect(res.statusCode, res.payload).to.equal(201);
             return res.result as { uri: string; session: string };
         };
 
         /** An access token of a fresh session that offers `id`, by hand. */
-        const accessToken = async (id: string): Promise<string> => {
-            const offerUri = decodeURIComponent(new URL((await offer(id)).uri.replace('openid-credential-offer://', 'https://x/')).searchParams.get('credential_offer_uri')!);
+        const accessToken = async (id: string, tenant = 'acme', tenantAdmin = admin): Promise<string> => {
+            const offerUri = decodeURIComponent(new URL((await offer(id, tenantAdmin)).uri.replace('openid-credential-offer://', 'https://x/')).searchParams.get('credential_offer_uri')!);
             const offered = (await t.server.inject(offerUri.replace(base, ''))).result as any;
-            const token = await t.server.inject({ method: 'POST', url: '/issuers/acme/authorize/token', payload: new URLSearchParams({ grant_type: PRE_AUTHORIZED, 'pre-authorized_code': offered.grants[PRE_AUTHORIZED]['pre-authorized_code'] }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+            const token = await t.server.inject({ method: 'POST', url: `/issuers/${tenant}/authorize/token`, payload: new URLSearchParams({ grant_type: PRE_AUTHORIZED, 'pre-authorized_code': offered.grants[PRE_AUTHORIZED]['pre-authorized_code'] }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
             expect(token.statusCode, token.payload).to.equal(200);
             return (token.result as { access_token: string }).access_token;
         };
 
-        const credentialRequest = (token: string, payload: object) =>
-            t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: bearer(token), payload });
+        const credentialRequest = (token: string, payload: object, tenant = 'acme') =>
+            t.server.inject({ method: 'POST', url: `/issuers/${tenant}/vci/credential`, headers: bearer(token), payload });
 
         /** A request that must fail with `error` (and a description matching `description`), issuing nothing. */
-        const refused = async (token: string, payload: object, error: string, description: RegExp) => {
-            const res = await credentialRequest(token, payload);
+        const refused = async (token: string, payload: object, error: string, description: RegExp, tenant = 'acme') => {
+            const res = await credentialRequest(token, payload, tenant);
             expect(res.statusCode, res.payload).to.equal(400);
             expect((res.result as any).error, res.payload).to.equal(error);
             expect((res.result as any).error_description, res.payload).to.match(description);
@@ -170,6 +171,17 @@ for (const dialect of DIALECTS) {
             for (const [method, url, payload] of setup) {
                 const res = await t.server.inject({ method, url, headers: bearer(admin), payload });
                 expect(res.statusCode, `${url}: ${res.payload}`).to.be.within(200, 201);
+            }
+            // Another tenant, whose only wallet provider is one acme does not list.
+            await createTenant(t.server, root, 'globex');
+            globexAdmin = (await clientWithToken(t.server, root, { clientId: 'globex-admin', roles: ['tenant:admin'], tenantId: 'globex' })).token;
+            for (const [method, url, payload] of [
+                ['POST', '/api/key-chain', { id: 'issuer', usageType: 'attestation', subject: { commonName: 'Globex', country: 'DE' } }],
+                ['POST', '/api/trust-lists', { id: 'wallets', entities: [{ name: 'Globex wallet provider', serviceType: 'wallet-provider', certificates: [pem(otherRoot)] }] }],
+                ['POST', '/api/issuer/credentials', sdJwt('pid')]
+            ] as const) {
+                const res = await t.server.inject({ method, url, headers: bearer(globexAdmin), payload });
+                expect(res.statusCode, `${url}: ${res.payload}`).to.equal(201);
             }
         });
         after(() => t.stop());
@@ -394,6 +406,30 @@ for (const dialect of DIALECTS) {
             const ok = await credentialRequest(token, { credential_configuration_id: 'pid', proofs: { jwt: [rawProof(n, { key_attestation: attestationOf(n) }), rawProof(n, { key_attestation: attestationOf(n) })] } });
             expect(ok.statusCode, ok.payload).to.equal(200);
             expect((ok.result as any).credentials).to.have.length(1);
+        });
+
+        it('trusts the wallet providers of the tenant\'s own trust lists only', async () => {
+            const [key] = await keys(1);
+            const attestationFrom = (n: string) => keyAttestation([key!], { claims: { nonce: n }, signer: otherSigner, x5c: [otherSigner] });
+            const globex = await accessToken('pid', 'globex', globexAdmin);
+            const accepted = await credentialRequest(globex, { credential_configuration_id: 'pid', proofs: { attestation: [attestationFrom(await nonce('globex'))] } }, 'globex');
+            expect(accepted.statusCode, accepted.payload).to.equal(200);
+            expect(sameKey(((await verifySdJwtVc((accepted.result as any).credentials[0].credential)).payload.cnf as { jwk: Jose.JWK }).jwk, key!.publicJwk)).to.be.true();
+            // acme does not list that provider, and globex does not list acme's.
+            await refused(await accessToken('pid'), { credential_configuration_id: 'pid', proofs: { attestation: [attestationFrom(await nonce())] } }, 'invalid_proof', /does not chain to a wallet provider this issuer trusts/);
+            await refused(globex, { credential_configuration_id: 'pid', proofs: { attestation: [keyAttestation([key!], { claims: { nonce: await nonce('globex') } })] } }, 'invalid_proof', /does not chain to a wallet provider this issuer trusts/, 'globex');
+            // A c_nonce of acme is no nonce of globex.
+            await refused(globex, { credential_configuration_id: 'pid', proofs: { attestation: [attestationFrom(await nonce())] } }, 'invalid_nonce', /unknown, expired or already used/, 'globex');
+        });
+
+        it('lets one of two concurrent requests with the same nonce through', async () => {
+            const token = await accessToken('pid');
+            const [key] = await keys(1);
+            const n = await nonce();
+            const request = { credential_configuration_id: 'pid', proofs: { attestation: [keyAttestation([key!], { claims: { nonce: n } })] } };
+            const answers = await Promise.all([credentialRequest(token, request), credentialRequest(token, request)]);
+            expect(answers.map((a) => a.statusCode).sort()).to.equal([200, 400]);
+            expect((answers.find((a) => a.statusCode === 400)!.result as any).error).to.equal('invalid_nonce');
         });
 
         it('refuses a replayed nonce, in both forms', async () => {

@@ -111,6 +111,11 @@ export interface RefreshFamily {
     clientId: string;
     /** The DPoP key every refresh must be signed with (the key of the first token), when the tokens are DPoP-bound. */
     jkt?: string;
+    /**
+     * The wallet instance key (attestation cnf.jwk thumbprint) of an attested client: every refresh must be
+     * authenticated by an attestation of that same key (attestation-based client authentication, refresh token binding).
+     */
+    instanceJkt?: string;
     revokedAt?: string;
 }
 

@@ -196,7 +196,7 @@ export class TokenEndpoint {
             data: {
                 ...session.data,
                 ...(dpop ? { dpopJkt: dpop.jkt } : {}),
-                ...(refreshToken ? { refresh: { hash: sha256Hex(refreshToken), used: [], clientId: client.clientId, ...(dpop ? { jkt: dpop.jkt } : {}) } } : {})
+                ...(refreshToken ? { refresh: { hash: sha256Hex(refreshToken), used: [], clientId: client.clientId, ...(dpop ? { jkt: dpop.jkt } : {}), ...(client.instanceJkt ? { instanceJkt: client.instanceJkt } : {}) } } : {})
             }
         }, { isNull: ['codeUsedAt'], status: ['active', 'fetched'] });
         if (!redeemed) {
@@ -240,6 +240,10 @@ export class TokenEndpoint {
         }
         if (client.clientId !== family.clientId) {
             throw invalidGrant('The refresh token was issued to another client');
+        }
+        // Every instance of a wallet shares its client_id: the family belongs to the attested instance's key.
+        if (family.instanceJkt !== undefined && client.instanceJkt !== family.instanceJkt) {
+            throw invalidGrant('The refresh token was issued to another wallet instance: authenticate with its wallet attestation');
         }
         if (family.jkt !== dpop?.jkt) {
             throw invalidGrant(family.jkt ? 'The refresh token is bound to another DPoP key' : 'The refresh token is not DPoP-bound');

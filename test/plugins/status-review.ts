@@ -33,5 +33,39 @@ for (const dialect of DIALECTS) {
             const res = await inject(undefined, 'GET', '/issuers/acme/status-management/status-list/ttl');
             expect(res.statusCode).to.equal(200);
         });
+
+        // SQLite has one writer, so an allocation and a delete never interleave there; PostgreSQL runs them side by side.
+        it('refuses to delete a list while an allocation of one of its indexes commits (no index left without its list, none reused)', { skip: dialect !== 'postgres' }, async () => {
+            expect((await inject(admin, 'POST', '/api/status-lists', { id: 'race' })).statusCode).to.equal(201);
+            const knex = t.server.db.knex;
+            // An allocation in progress, as StatusAllocationService makes it: the state row locked FOR UPDATE.
+            const allocation = await knex.transaction();
+            try {
+                await allocation('status_list_states').where({ tenantId: 'acme', listId: 'race' }).forUpdate().first('used');
+                const deleting = inject(admin, 'DELETE', '/api/status-lists/race');
+                // The delete is under way once it waits for the allocation's lock.
+                for (let waited = 0; ; waited++) {
+                    const { rows } = await knex.raw('select count(*)::int as waiting from pg_stat_activity where datname = current_database() and wait_event_type = \'Lock\'');
+                    if (rows[0].waiting > 0) {
+                        break;
+                    }
+                    expect(waited).to.be.below(500);
+                    await new Promise((resolve) => setTimeout(resolve, 20));
+                }
+                const allocated = Buffer.alloc(8);
+                allocated[0] = 1 << 5;
+                await allocation('status_list_states').where({ tenantId: 'acme', listId: 'race' }).update({ allocated, used: 1 });
+                await allocation('status_allocations').insert({ tenantId: 'acme', listId: 'race', idx: 5, credentialConfigurationId: 'pid', createdAt: new Date().toISOString() });
+                await allocation.commit();
+                expect((await deleting).statusCode).to.equal(409);
+            }
+            finally {
+                if (!allocation.isCompleted()) {
+                    await allocation.rollback();
+                }
+            }
+            expect(await knex('status_list_states').where({ tenantId: 'acme', listId: 'race' }).first('used')).to.equal({ used: 1 });
+            expect(((await inject(admin, 'GET', '/api/status-lists/race')).result as { used: number }).used).to.equal(1);
+        });
     });
 }

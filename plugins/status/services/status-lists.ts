@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import Zlib from 'node:zlib';
 import { ChangeCache, changedResource } from '../../../lib/cache';
 import type { Database } from '../../../lib/db/database';
+import { dialectOf } from '../../../lib/db/knex';
 import { ConflictError, UnavailableError } from '../../../lib/errors';
 import { tenantOf, type ResourceStore, type StoredResource, type TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
@@ -69,7 +70,9 @@ export const statusListStore: ResourceStore<StatusList> = {
     },
     async delete(scope, id) {
         const state = scope.trx(STATES).where({ tenantId: tenantOf(scope), listId: id });
-        const row = await state.clone().first('used');
+        // Locked like an allocation locks it: an allocation committing meanwhile is seen, never deleted with the row.
+        const read = state.clone().first('used');
+        const row = await (dialectOf(scope.trx) === 'postgres' ? read.forUpdate() : read);
         if (row && row.used > 0) {
             throw new ConflictError(`Status list ${id} has ${row.used} allocated entries`);
         }

@@ -126,6 +126,16 @@ for (const dialect of DIALECTS) {
         const refresh = (tenant: string, refreshToken: string, headers: Record<string, string> = {}) =>
             form(`/issuers/${tenant}/authorize/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: CLIENT_ID }, headers);
 
+        it('redeems a code pushed by an attested wallet only with an attestation of the same instance, never as a public client', async () => {
+            const wallet = instance();
+            const redeem = await authorized('optional', wallet);
+            // Same client_id, PKCE verifier and redirect URI, but no attestation: the client would be downgraded to public.
+            expectOAuthError(await form('/issuers/optional/authorize/token', redeem), 'invalid_grant');
+            expectOAuthError(await form('/issuers/optional/authorize/token', redeem, instance()('optional')), 'invalid_grant');
+            const res = await form('/issuers/optional/authorize/token', redeem, wallet('optional'));
+            expect(res.statusCode, res.payload).to.equal(200);
+        });
+
         it('binds a refresh token issued to an attested wallet to its instance: no refresh without its attestation', async () => {
             const wallet = instance();
             const refreshToken = await refreshTokenOf('optional', wallet);

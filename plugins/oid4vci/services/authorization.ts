@@ -37,6 +37,8 @@ interface PushedRequest {
     state?: string;
     issuerState?: string;
     dpopJkt?: string;
+    /** The attested wallet instance's key (thumbprint): the code goes to that instance only. */
+    instanceJkt?: string;
 }
 
 export interface ParAnswer {
@@ -178,7 +180,8 @@ export class AuthorizationService {
             v: 1, id, tenantId, clientId: client.clientId, redirectUri, codeChallenge: body.code_challenge, credentialConfigurationIds: ids, via,
             ...(state !== undefined ? { state } : {}),
             ...(issuerState !== undefined ? { issuerState } : {}),
-            ...(dpopJkt !== undefined ? { dpopJkt } : {})
+            ...(dpopJkt !== undefined ? { dpopJkt } : {}),
+            ...(client.instanceJkt !== undefined ? { instanceJkt: client.instanceJkt } : {})
         };
         await this.deps.singleUse.issue(tenantId, parKey(id), REQUEST_URI_TTL_SECONDS);
         return { request_uri: `${REQUEST_URI_PREFIX}${this.sealer.encrypt(JSON.stringify(pushed))}`, expires_in: REQUEST_URI_TTL_SECONDS, ...(dpopNonce ? { dpopNonce } : {}) };
@@ -306,7 +309,8 @@ export class AuthorizationService {
                         credentialConfigurationIds: pushed.credentialConfigurationIds,
                         authorizationDetails: pushed.via === 'authorization_details',
                         codeExpiresAt: new Date(Date.now() + AUTHORIZATION_CODE_TTL_SECONDS * 1000).toISOString(),
-                        ...(pushed.dpopJkt ? { dpopJkt: pushed.dpopJkt } : {})
+                        ...(pushed.dpopJkt ? { dpopJkt: pushed.dpopJkt } : {}),
+                        ...(pushed.instanceJkt ? { instanceJkt: pushed.instanceJkt } : {})
                     }
                 };
             }, { codeHash: authorizationCodeHash(code) }, { status: ['active'], isNull: ['codeUsedAt'] });

@@ -94,6 +94,8 @@ export interface AuthorizationGrant {
     codeChallenge: string;
     /** The DPoP key the code is bound to (a DPoP proof or dpop_jkt at PAR, RFC 9449 section 10). */
     dpopJkt?: string;
+    /** The attested wallet instance's key (thumbprint) that pushed the request: only it redeems the code. */
+    instanceJkt?: string;
     credentialConfigurationIds: string[];
     /**
      * The wallet named the credentials by authorization_details: the token response then lists them with their

@@ -177,6 +177,10 @@ export class TokenEndpoint {
         if (client.clientId !== grant.clientId) {
             throw invalidGrant('The authorization code was issued to another client');
         }
+        // A wallet that authenticated by attestation at PAR is not downgraded to a public client at the token endpoint.
+        if (grant.instanceJkt !== undefined && client.instanceJkt !== grant.instanceJkt) {
+            throw invalidGrant('The authorization code was issued to another wallet instance: authenticate with its wallet attestation');
+        }
         if (body.redirect_uri !== grant.redirectUri) {
             throw invalidGrant('redirect_uri is not the one of the authorization request');
         }

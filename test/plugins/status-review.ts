@@ -1,6 +1,8 @@
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { DIALECTS } from '../helpers/databases';
+import { freePort } from '../helpers/net';
+import { Wallet } from '../helpers/wallet';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
@@ -66,6 +68,54 @@ for (const dialect of DIALECTS) {
             }
             expect(await knex('status_list_states').where({ tenantId: 'acme', listId: 'race' }).first('used')).to.equal({ used: 1 });
             expect(((await inject(admin, 'GET', '/api/status-lists/race')).result as { used: number }).used).to.equal(1);
+        });
+    });
+}
+
+for (const dialect of DIALECTS) {
+    describe(`status lists, issuance review (${dialect})`, () => {
+        let t: TestServer;
+        let admin: string;
+        const api = async (method: string, url: string, payload?: object) => {
+            const res = await t.server.inject({ method, url, headers: bearer(admin), ...(payload ? { payload } : {}) });
+            return { status: res.statusCode, body: res.result as any, payload: res.payload };
+        };
+
+        before(async () => {
+            const port = await freePort();
+            t = await startTestServer(dialect, { listen: true, manifest: manifestFor('hallmark-status', 'hallmark-kms-db', 'hallmark-tenancy'), env: { PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}` } });
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'acme', { statusListConfig: { bits: 1, capacity: 64, ttlSeconds: 600, immediateUpdate: false } });
+            admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
+            expect((await api('POST', '/api/key-chain', { id: 'issuer', usageType: 'attestation' })).status).to.equal(201);
+        });
+        after(() => t?.stop());
+
+        it('refuses SD-JWT VC claim fields at claims the issuer sets itself (a disclosable status failed every credential request with a 500)', async () => {
+            const config = (field: Record<string, unknown>) => ({
+                id: 'member',
+                config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'member' }] },
+                vct: 'urn:test:member',
+                keyChainId: 'issuer',
+                fields: [{ path: ['given_name'], type: 'string', mandatory: true, disclosable: true }, field],
+                lifeTime: 3600,
+                statusManagement: true
+            });
+            for (const field of [{ path: ['status'], type: 'string', disclosable: true }, { path: ['status'], type: 'object' }, { path: ['cnf'], type: 'object', disclosable: true }, { path: ['iss'], type: 'string' }, { path: ['exp'], type: 'integer' }, { path: ['_sd'], type: 'array' }]) {
+                const res = await api('POST', '/api/issuer/credentials', config(field));
+                expect(res.status, res.payload).to.equal(400);
+                expect(res.body.details[0], res.payload).to.include({ path: 'fields.1.path' });
+                expect(res.body.details[0].message).to.contain(`names ${(field.path as string[])[0]}`);
+            }
+            // Such names are fine inside an object, and a sub claim is the holder's own.
+            const nested = await api('POST', '/api/issuer/credentials', config({ path: ['membership'], type: 'object', disclosable: true, children: [{ path: ['status'], type: 'string', disclosable: true }] }));
+            expect(nested.status, nested.payload).to.equal(201);
+            const offer = await api('POST', '/api/issuer/offer', { credentialConfigurationIds: ['member'], credentialClaims: { member: { type: 'inline', claims: { given_name: 'Erika', membership: { status: 'gold' } } } } });
+            expect(offer.status, offer.payload).to.equal(201);
+            const received = await new Wallet().receive(offer.body.uri, { configurationId: 'member' });
+            // The status list claim is in the issuer-signed JWT itself, never a disclosure the holder could leave out.
+            const payload = JSON.parse(Buffer.from(received.credentials[0]!.split('~')[0]!.split('.')[1]!, 'base64url').toString('utf8'));
+            expect(payload.status.status_list.uri).to.be.a.string();
         });
     });
 }

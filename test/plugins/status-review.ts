@@ -5,6 +5,7 @@ import { freePort } from '../helpers/net';
 import { Wallet } from '../helpers/wallet';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import { StatusEntryService } from '../../plugins/status/services/entries';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -34,6 +35,47 @@ for (const dialect of DIALECTS) {
             expect(put.statusCode).to.equal(400);
             const res = await inject(undefined, 'GET', '/issuers/acme/status-management/status-list/ttl');
             expect(res.statusCode).to.equal(200);
+        });
+
+        /** Waits until a PostgreSQL backend of the test database waits for a lock. */
+        const lockWaiting = async () => {
+            for (let waited = 0; ; waited++) {
+                const { rows } = await t.server.db.knex.raw('select count(*)::int as waiting from pg_stat_activity where datname = current_database() and wait_event_type = \'Lock\'');
+                if (rows[0].waiting > 0) {
+                    return;
+                }
+                expect(waited).to.be.below(500);
+                await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+        };
+
+        it('locks the lists of a session revocation in the order an allocation that rolls over locks them (no deadlock, none of them fails)', { skip: dialect !== 'postgres' }, async () => {
+            // Created in this order: an allocation rolls over from the older to the newer, whose id sorts first.
+            for (const id of ['zz-older', 'aa-newer']) {
+                expect((await inject(admin, 'POST', '/api/status-lists', { id, capacity: 16 })).statusCode).to.equal(201);
+            }
+            const knex = t.server.db.knex;
+            // Index 1 of both lists went to the credentials of one issuance session.
+            for (const listId of ['zz-older', 'aa-newer']) {
+                await knex('status_list_states').where({ tenantId: 'acme', listId }).update({ allocated: Buffer.from([0b10, 0]), used: 1 });
+                await knex('status_allocations').insert({ tenantId: 'acme', listId, idx: 1, sessionId: 'session-dl', credentialConfigurationId: 'pid', createdAt: new Date().toISOString() });
+            }
+            const entries = new StatusEntryService({ db: t.server.db, registry: t.server.registry });
+            // An allocation under way: the older list locked, the newer one next once the older is full.
+            const allocation = await knex.transaction();
+            try {
+                await allocation('status_list_states').where({ tenantId: 'acme', listId: 'zz-older' }).forUpdate().first('used');
+                const revoking = entries.setSession({ tenantId: 'acme', clientId: 'acme-admin', roles: [] }, 'session-dl', {});
+                await lockWaiting();
+                await allocation('status_list_states').where({ tenantId: 'acme', listId: 'aa-newer' }).forUpdate().first('used');
+                await allocation.commit();
+                expect(await revoking).to.equal(2);
+            }
+            finally {
+                if (!allocation.isCompleted()) {
+                    await allocation.rollback();
+                }
+            }
         });
 
         // SQLite has one writer, so an allocation and a delete never interleave there; PostgreSQL runs them side by side.

@@ -5,7 +5,9 @@ import { freePort } from '../helpers/net';
 import { Wallet } from '../helpers/wallet';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import { STATUS_LIST_PUBLISH_JOB } from '../../plugins/status/jobs/publish';
 import { StatusEntryService } from '../../plugins/status/services/entries';
+import { statusListKind } from '../../resources/status-list';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -35,6 +37,28 @@ for (const dialect of DIALECTS) {
             expect(put.statusCode).to.equal(400);
             const res = await inject(undefined, 'GET', '/issuers/acme/status-management/status-list/ttl');
             expect(res.statusCode).to.equal(200);
+        });
+
+        it('keeps serving a list whose document was updated (another signing chain) until its token is re-signed', async () => {
+            expect((await inject(admin, 'POST', '/api/key-chain', { id: 'other-status', usageType: 'statusList' })).statusCode).to.equal(201);
+            expect((await inject(admin, 'POST', '/api/status-lists', { id: 'rekeyed', keyChainId: 'status' })).statusCode).to.equal(201);
+            const url = '/issuers/acme/status-management/status-list/rekeyed';
+            const first = await inject(undefined, 'GET', url);
+            expect(first.statusCode).to.equal(200);
+            const written = await t.server.registry.write({ tenantId: 'acme', clientId: 'test', roles: [] }, statusListKind, { id: 'rekeyed', bits: 1, capacity: 64, keyChainId: 'other-status' });
+            expect(written.action).to.equal('update');
+            // Without immediateUpdate the publishing job re-signs it; until then the valid token is served.
+            const res = await inject(undefined, 'GET', url);
+            expect(res.statusCode, res.payload).to.equal(200);
+            expect(res.payload).to.equal(first.payload);
+            // The publishing job re-signs it with the new chain.
+            await t.server.jobs.runNow(STATUS_LIST_PUBLISH_JOB);
+            const resigned = await inject(undefined, 'GET', url);
+            expect(resigned.statusCode).to.equal(200);
+            const x5cOf = (jwt: string) => (JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString('utf8')) as { x5c: string[] }).x5c[0];
+            const chain = ((await inject(admin, 'GET', '/api/key-chain/other-status')).result as { certificateChain: string[] }).certificateChain;
+            expect(x5cOf(resigned.payload)).to.equal(chain[0]!.replace(/-----[A-Z ]+-----|\s/g, ''));
+            expect(x5cOf(resigned.payload)).to.not.equal(x5cOf(first.payload));
         });
 
         /** Waits until a PostgreSQL backend of the test database waits for a lock. */

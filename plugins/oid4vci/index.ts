@@ -19,7 +19,7 @@ import { AuthorizationService } from './services/authorization';
 import { ClientAttestationVerifier } from './services/client-attestation';
 import { ClientAuthenticator } from './services/client-authentication';
 import { CredentialService, type CredentialStatusProvider } from './services/credentials';
-import { DeferredService } from './services/deferred';
+import { DEFERRED_TIDY_UP_JOB, DeferredService } from './services/deferred';
 import * as deferredIssuance from './migrations/20261126_0011_deferred_issuance';
 import { InteractiveAuthorizationService, type PresentationVerifier } from './services/interactive';
 import { MetadataService } from './services/metadata';
@@ -110,6 +110,15 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
         const interactive = new InteractiveAuthorizationService({ issuer, sessions, authorization, clients, presentations: () => presentationVerifier, log });
+
+        server.registerJob({
+            name: DEFERRED_TIDY_UP_JOB,
+            schedule: { everySeconds: 300 },
+            async run({ log: jobLog }) {
+                const removed = await deferred.tidyUp();
+                jobLog[removed ? 'info' : 'debug']({ removed }, 'deferred issuances of anonymized sessions removed');
+            }
+        });
 
         server.route([
             ...managementRoutes(offers, deferred),

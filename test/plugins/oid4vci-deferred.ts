@@ -9,6 +9,7 @@ import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/aut
 import { DIALECTS } from '../helpers/databases';
 import { freePort, startReceiver, type Receiver } from '../helpers/net';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { DEFERRED_TIDY_UP_JOB } from '../../plugins/oid4vci/services/deferred';
 import { sameKey, verifyMdoc, verifySdJwtVc, Wallet, type HolderKey } from '../helpers/wallet';
 
 /**
@@ -339,6 +340,18 @@ for (const dialect of DIALECTS) {
             expect(expired.status, expired.payload).to.equal(409);
             expect(expired.body.message).to.contain('expired');
             expect((await row(late.transactionId)).state).to.equal('pending');
+        });
+
+        it('removes the transactions of anonymized sessions with the tidy-up job, and leaves the others', async () => {
+            const anonymized = await deferredRequest('pid-plain-deferred');
+            const kept = await deferredRequest('pid-plain-deferred');
+            expect((await complete(anonymized.transactionId, { claims: { given_name: 'Erika', family_name: 'Mustermann' } })).status).to.equal(200);
+            // What session anonymization writes: the row stays, its data and handles go.
+            expect(await t.server.sessions.update(anonymized.session, { data: null, accessTokenHash: null })).to.be.true();
+            await t.server.jobs.runNow(DEFERRED_TIDY_UP_JOB);
+            expect(await row(anonymized.transactionId)).to.not.exist();
+            expect((await row(kept.transactionId)).state).to.equal('pending');
+            expect((await complete(anonymized.transactionId, { claims: {} })).status).to.equal(404);
         });
 
         it('refuses a deferral with an interval that is not a positive integer as a provider failure', async () => {

@@ -12,6 +12,7 @@ import type { SessionLogger } from '../../sessions/session-log';
 import type { Issuer } from '../issuer';
 
 export const DEFAULT_DEFERRED_INTERVAL_SECONDS = 5;
+export const DEFERRED_TIDY_UP_JOB = 'oid4vci:deferred-tidy-up';
 const MAX_DEFERRED_INTERVAL_SECONDS = 86_400;
 
 /** Transaction ids are 32 random bytes, base64url: anything else was never issued. */
@@ -240,6 +241,15 @@ export class DeferredService {
             default:
                 throw unknown();
         }
+    }
+
+    /**
+     * Removes the transactions of anonymized sessions: their holder keys and any credentials not yet fetched are
+     * personal data the anonymization must not leave behind (deleted sessions take theirs by cascade).
+     */
+    async tidyUp(): Promise<number> {
+        const anonymized = this.deps.db.current()('sessions').select('id').whereNull('data');
+        return this.table().whereIn('sessionId', anonymized).delete();
     }
 
     private async pending(tenantId: string, transactionId: string): Promise<DeferredRow> {

@@ -9,7 +9,7 @@ import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/aut
 import { DIALECTS } from '../helpers/databases';
 import { freePort, startReceiver, type Receiver } from '../helpers/net';
 import { startTestServer, type TestServer } from '../helpers/server';
-import { DEFERRED_TIDY_UP_JOB } from '../../plugins/oid4vci/services/deferred';
+import { DEFERRED_TIDY_UP_JOB, transactionHash } from '../../plugins/oid4vci/services/deferred';
 import { sameKey, verifyMdoc, verifySdJwtVc, Wallet, type HolderKey } from '../helpers/wallet';
 
 /**
@@ -69,7 +69,7 @@ for (const dialect of DIALECTS) {
             expect(res.result.error_description, res.payload).to.be.a.string();
         };
         const allocations = async (session: string) => (await t.server.db.knex('status_allocations').where({ sessionId: session })) as Array<{ listId: string; idx: number }>;
-        const row = async (transactionId: string) => t.server.db.knex('deferred_issuances').where({ id: Crypto.createHash('sha256').update(`deferred_transaction:${transactionId}`).digest('hex') }).first();
+        const row = async (transactionId: string) => t.server.db.knex('deferred_issuances').where({ id: transactionHash(transactionId) }).first();
 
         /** Offer, token, nonce and a credential request the attribute provider defers, with the wallet library. */
         const deferredRequest = async (configurationId: string, offerExtra: Record<string, unknown> = {}): Promise<Deferral> => {

@@ -1,9 +1,11 @@
+import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import type Hapi from '@hapi/hapi';
 import * as Lab from '@hapi/lab';
 import { bearer, clientWithToken, createClient, createTenant, rootToken, tenantSnapshot, type CreatedClient } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { newTransactionId, transactionHash } from '../../plugins/oid4vci/services/deferred';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -36,6 +38,8 @@ interface Fixtures {
     statusListId: string;
     presentationConfigId: string;
     sessionId: string;
+    /** A pending deferred issuance of a live session, for its credential configuration. */
+    deferredTransactionId: string;
 }
 
 const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: string, suffix: string): Promise<Fixtures> => {
@@ -66,7 +70,16 @@ const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: s
     await create('/api/verifier/config', { id: ids.presentationConfigId, dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] } });
     // A finished session: its event stream answers one event and closes, so inject returns.
     const session = await server.sessions.create({ tenantId, type: 'issuance', status: 'completed' });
-    return { tenantId, clientId, keyChainId: spareKeyChainId, signingKeyChainId: keyChainId, ...ids, sessionId: session.id };
+    // A credential request deferred by an attribute provider (what the credential endpoint stores), holder key and all.
+    const live = await server.sessions.create({ tenantId, type: 'issuance', credentialConfigurationIds: [ids.credentialConfigId], data: { offer: {}, claims: {}, issued: [], events: [] } });
+    const deferredTransactionId = newTransactionId();
+    const holderJwk = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
+    const now = new Date().toISOString();
+    await server.db.knex('deferred_issuances').insert({
+        id: transactionHash(deferredTransactionId), tenantId, sessionId: live.id, credentialConfigurationId: ids.credentialConfigId, state: 'pending', interval: 5,
+        data: server.db.cipher.encrypt(JSON.stringify({ holderKeys: [holderJwk] })), createdAt: now, updatedAt: now
+    });
+    return { tenantId, clientId, keyChainId: spareKeyChainId, signingKeyChainId: keyChainId, ...ids, sessionId: session.id, deferredTransactionId };
 };
 
 /** Path → the values of its parameters, taken from a tenant's fixtures. Every parameterised route must be here. */
@@ -83,7 +96,9 @@ const TARGETS: Record<string, (f: Fixtures) => Record<string, string>> = {
     '/api/verifier/config/{id}': (f) => ({ id: f.presentationConfigId }),
     '/api/session/{id}': (f) => ({ id: f.sessionId }),
     '/api/session/{id}/events': (f) => ({ id: f.sessionId }),
-    '/api/session/{id}/logs': (f) => ({ id: f.sessionId })
+    '/api/session/{id}/logs': (f) => ({ id: f.sessionId }),
+    '/api/issuer/deferred/{transactionId}/complete': (f) => ({ transactionId: f.deferredTransactionId }),
+    '/api/issuer/deferred/{transactionId}/fail': (f) => ({ transactionId: f.deferredTransactionId })
 };
 
 /** "METHOD path" → a valid body (null: the route takes none). Every POST, PUT and PATCH route of TARGETS must be here. */
@@ -96,7 +111,9 @@ const BODIES: Record<string, unknown> = {
     'PATCH /api/issuer/attribute-providers/{id}': { description: 'taken over' },
     'PATCH /api/issuer/webhook-endpoints/{id}': { name: 'taken over' },
     'PATCH /api/trust-lists/{id}': { description: 'taken over' },
-    'PATCH /api/verifier/config/{id}': { description: 'taken over' }
+    'PATCH /api/verifier/config/{id}': { description: 'taken over' },
+    'POST /api/issuer/deferred/{transactionId}/complete': { claims: { given_name: 'taken over' } },
+    'POST /api/issuer/deferred/{transactionId}/fail': { error: 'taken over' }
 };
 
 const scopesOf = (route: Hapi.RequestRoute): string[] => {

@@ -18,7 +18,8 @@ const MAX_DEFERRED_INTERVAL_SECONDS = 86_400;
 /** Transaction ids are 32 random bytes, base64url: anything else was never issued. */
 const TRANSACTION_ID = /^[A-Za-z0-9_-]{43}$/;
 export const newTransactionId = (): string => Crypto.randomBytes(32).toString('base64url');
-const transactionHash = (transactionId: string): string => sha256Hex(`deferred_transaction:${transactionId}`);
+/** The stored key of a transaction (its id is never stored). */
+export const transactionHash = (transactionId: string): string => sha256Hex(`deferred_transaction:${transactionId}`);
 
 /**
  * An attribute provider answered `{deferred: true, interval?}` for the request that would get `transactionId`: the

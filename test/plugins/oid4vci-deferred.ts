@@ -4,6 +4,7 @@ import Path from 'node:path';
 import { cborDecode, parseIssuerSigned, type DataItem } from '@animo-id/mdoc';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
+import type { RequestDpopOptions } from '@openid4vc/oauth2';
 import type { IssuerMetadataResult } from '@openid4vc/openid4vci';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
@@ -41,6 +42,7 @@ interface Deferral {
     interval: number;
     holderKey: HolderKey;
     status: number;
+    dpop?: RequestDpopOptions;
 }
 
 for (const dialect of DIALECTS) {
@@ -72,18 +74,20 @@ for (const dialect of DIALECTS) {
         const row = async (transactionId: string) => t.server.db.knex('deferred_issuances').where({ id: transactionHash(transactionId) }).first();
 
         /** Offer, token, nonce and a credential request the attribute provider defers, with the wallet library. */
-        const deferredRequest = async (configurationId: string, offerExtra: Record<string, unknown> = {}): Promise<Deferral> => {
+        const deferredRequest = async (configurationId: string, offerExtra: Record<string, unknown> = {}, options: { dpop?: boolean } = {}): Promise<Deferral> => {
             const offered = await api(offerer, 'POST', '/api/issuer/offer', { credentialConfigurationIds: [configurationId], ...offerExtra });
             expect(offered.status, offered.payload).to.equal(201);
             const wallet = new Wallet();
             const offer = await wallet.client.resolveCredentialOffer(offered.body.uri);
             const issuerMetadata = await wallet.client.resolveIssuerMetadata(offer.credential_issuer);
-            const token = await wallet.client.retrievePreAuthorizedCodeAccessTokenFromOffer({ credentialOffer: offer, issuerMetadata });
+            const dpopKey = options.dpop ? await wallet.key() : undefined;
+            const token = await wallet.client.retrievePreAuthorizedCodeAccessTokenFromOffer({ credentialOffer: offer, issuerMetadata, ...(dpopKey ? { dpop: { signer: wallet.jwkSigner(dpopKey) } } : {}) });
+            const dpop = dpopKey ? token.dpop ?? { signer: wallet.jwkSigner(dpopKey) } : undefined;
             const accessToken = token.accessTokenResponse.access_token;
             const { c_nonce: nonce } = await wallet.client.requestNonce({ issuerMetadata });
             const holderKey = await wallet.key();
             const [jwt] = await wallet.proofs(issuerMetadata, configurationId, nonce, [holderKey]);
-            const { credentialResponse } = await wallet.client.retrieveCredentials({ issuerMetadata, credentialConfigurationId: configurationId, accessToken, proofs: { jwt: [jwt!] } });
+            const { credentialResponse } = await wallet.client.retrieveCredentials({ issuerMetadata, credentialConfigurationId: configurationId, accessToken, proofs: { jwt: [jwt!] }, ...(dpop ? { dpop } : {}) });
             expect(credentialResponse.credentials).to.not.exist();
             expect(credentialResponse.transaction_id).to.be.a.string();
             return {
@@ -94,7 +98,8 @@ for (const dialect of DIALECTS) {
                 transactionId: credentialResponse.transaction_id!,
                 interval: credentialResponse.interval!,
                 holderKey,
-                status: wallet.exchange('/vci/credential')!.status
+                status: wallet.exchange('/vci/credential')!.status,
+                ...(dpop ? { dpop } : {})
             };
         };
         /**
@@ -106,7 +111,7 @@ for (const dialect of DIALECTS) {
         const retrieve = async (deferral: Deferral, accessToken = deferral.accessToken): Promise<{ status: number; body: any }> => {
             const before = deferral.wallet.exchanges.length;
             try {
-                const res = await deferral.wallet.client.retrieveDeferredCredentials({ issuerMetadata: deferral.issuerMetadata, accessToken, transactionId: deferral.transactionId });
+                const res = await deferral.wallet.client.retrieveDeferredCredentials({ issuerMetadata: deferral.issuerMetadata, accessToken, transactionId: deferral.transactionId, ...(deferral.dpop ? { dpop: deferral.dpop } : {}) });
                 return { status: res.response.status, body: res.deferredCredentialResponse };
             }
             catch (err) {
@@ -323,6 +328,22 @@ for (const dialect of DIALECTS) {
             const verified = await verifySdJwtVc(ready.body.credentials[0].credential);
             expect(verified.payload.given_name).to.equal('Erika');
             expect(verified.payload.cnf).to.not.exist();
+        });
+
+        it('takes a DPoP-bound token at the deferred credential endpoint only with a DPoP proof of its key', async () => {
+            const deferral = await deferredRequest('pid-plain-deferred', {}, { dpop: true });
+            expect(deferral.status).to.equal(202);
+            expect((await retrieve(deferral)).body.error).to.equal('issuance_pending');
+            expect(deferral.wallet.exchange('/vci/deferred_credential')!.requestHeaders.authorization).to.startWith('DPoP ');
+            expect((await complete(deferral.transactionId, { claims: { given_name: 'Erika', family_name: 'Mustermann' } })).status).to.equal(200);
+            // The token without its proof is refused before the transaction is looked at, and the credentials stay.
+            const bare = await t.server.inject({ method: 'POST', url: '/issuers/demo/vci/deferred_credential', headers: { authorization: `DPoP ${deferral.accessToken}` }, payload: { transaction_id: deferral.transactionId } });
+            expect(bare.statusCode, bare.payload).to.equal(401);
+            expect((await row(deferral.transactionId)).state).to.equal('ready');
+            const ready = await retrieve(deferral);
+            expect(ready.status, JSON.stringify(ready.body)).to.equal(200);
+            const verified = await verifySdJwtVc(ready.body.credentials[0].credential);
+            expect(sameKey((verified.payload.cnf as { jwk: any }).jwk, deferral.holderKey.publicJwk)).to.be.true();
         });
 
         it('answers 409 when the credentials can no longer be issued', async () => {

@@ -19,6 +19,8 @@ import { AuthorizationService } from './services/authorization';
 import { ClientAttestationVerifier } from './services/client-attestation';
 import { ClientAuthenticator } from './services/client-authentication';
 import { CredentialService, type CredentialStatusProvider } from './services/credentials';
+import { DEFERRED_TIDY_UP_JOB, DeferredService } from './services/deferred';
+import * as deferredIssuance from './migrations/20261126_0011_deferred_issuance';
 import { InteractiveAuthorizationService, type PresentationVerifier } from './services/interactive';
 import { MetadataService } from './services/metadata';
 import { NotificationService } from './services/notifications';
@@ -60,6 +62,7 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const { publicUrl, nonceSecret, multiConsumption } = pluginOptions('hallmark-oid4vci', oid4vciOptionsSchema, rawOptions);
         const { log } = server.app;
         const { registry, sessions, singleUse, signing, outbound } = server;
+        server.registerMigrations([{ name: '20261126_0011_deferred_issuance', ...deferredIssuance }]);
         for (const kind of [webhookEndpointKind, attributeProviderKind, issuanceConfigKind]) {
             server.registerResource(kind);
         }
@@ -105,14 +108,24 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const clients = new ClientAuthenticator({ publicUrl, issuer, attestation: clientAttestation });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop, clients });
         const authorization = new AuthorizationService({ publicUrl, issuer, sessions, offers, singleUse, dpop, clients, secret: Buffer.from(nonceSecret) });
-        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, proofs: new ProofVerifier({ publicUrl, singleUse, trust }), statusProvider: () => statusProvider });
+        const deferred: DeferredService = new DeferredService({ db: server.db, sessions, issuer, outbound, log, signer: (): CredentialService => credentials });
+        const credentials: CredentialService = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, proofs: new ProofVerifier({ publicUrl, singleUse, trust }), statusProvider: () => statusProvider, deferred });
         const notifications = new NotificationService({ outbound, sessions, log });
         const metadata = new MetadataService({ publicUrl, issuer });
         const interactive = new InteractiveAuthorizationService({ issuer, sessions, authorization, clients, presentations: () => presentationVerifier, log });
 
+        server.registerJob({
+            name: DEFERRED_TIDY_UP_JOB,
+            schedule: { everySeconds: 300 },
+            async run({ log: jobLog }) {
+                const removed = await deferred.tidyUp();
+                jobLog[removed ? 'info' : 'debug']({ removed }, 'deferred issuances of anonymized sessions removed');
+            }
+        });
+
         server.route([
-            ...managementRoutes(offers),
-            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop }),
+            ...managementRoutes(offers, deferred),
+            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop, deferred }),
             ...authorizationRoutes({ publicUrl, issuer, authorization }),
             ...interactiveRoutes({ publicUrl, issuer, interactive }),
             ...attestationChallengeRoutes({ issuer, clientAttestation, dpop })

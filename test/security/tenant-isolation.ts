@@ -6,6 +6,7 @@ import { bearer, clientWithToken, createClient, createTenant, rootToken, tenantS
 import { DIALECTS } from '../helpers/databases';
 import { startTestServer, type TestServer } from '../helpers/server';
 import { BundleOperationModel } from '../../plugins/bundles/models';
+import { newTransactionId, transactionHash } from '../../plugins/oid4vci/services/deferred';
 import { trustListKind } from '../../resources/trust-list';
 
 export const lab = Lab.script();
@@ -41,6 +42,8 @@ interface Fixtures {
     sessionId: string;
     /** A bundle import whose process died: still running, holding no process. */
     runningImportId: string;
+    /** A pending deferred issuance of a live session, for its credential configuration. */
+    deferredTransactionId: string;
 }
 
 const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: string, suffix: string): Promise<Fixtures> => {
@@ -76,7 +79,16 @@ const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: s
     await server.registry.write({ tenantId, clientId: 'system:test', roles: [] }, trustListKind, trustList!.spec, { ownership: 'file-managed' });
     const runningImportId = Crypto.randomUUID();
     await server.db.model(BundleOperationModel).query().insert({ id: runningImportId, tenantId, type: 'import', mode: 'upsert', status: 'running', actor: 'system:test', startedAt: new Date().toISOString(), finishedAt: null, summary: {} });
-    return { tenantId, clientId, keyChainId: spareKeyChainId, signingKeyChainId: keyChainId, ...ids, sessionId: session.id, runningImportId };
+    // A credential request deferred by an attribute provider (what the credential endpoint stores), holder key and all.
+    const live = await server.sessions.create({ tenantId, type: 'issuance', credentialConfigurationIds: [ids.credentialConfigId], data: { offer: {}, claims: {}, issued: [], events: [] } });
+    const deferredTransactionId = newTransactionId();
+    const holderJwk = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
+    const now = new Date().toISOString();
+    await server.db.knex('deferred_issuances').insert({
+        id: transactionHash(deferredTransactionId), tenantId, sessionId: live.id, credentialConfigurationId: ids.credentialConfigId, state: 'pending', interval: 5,
+        data: server.db.cipher.encrypt(JSON.stringify({ holderKeys: [holderJwk] })), createdAt: now, updatedAt: now
+    });
+    return { tenantId, clientId, keyChainId: spareKeyChainId, signingKeyChainId: keyChainId, ...ids, sessionId: session.id, runningImportId, deferredTransactionId };
 };
 
 /** Path → the values of its parameters, taken from a tenant's fixtures. Every parameterised route must be here. */
@@ -94,6 +106,8 @@ const TARGETS: Record<string, (f: Fixtures) => Record<string, string>> = {
     '/api/session/{id}': (f) => ({ id: f.sessionId }),
     '/api/session/{id}/events': (f) => ({ id: f.sessionId }),
     '/api/session/{id}/logs': (f) => ({ id: f.sessionId }),
+    '/api/issuer/deferred/{transactionId}/complete': (f) => ({ transactionId: f.deferredTransactionId }),
+    '/api/issuer/deferred/{transactionId}/fail': (f) => ({ transactionId: f.deferredTransactionId }),
     '/api/config-bundles/operations/{id}': (f) => ({ id: f.runningImportId }),
     '/api/config-bundles/operations/{id}/acknowledge-interruption': (f) => ({ id: f.runningImportId }),
     '/api/config-bundles/resources/{kind}/{id}/detach': (f) => ({ kind: 'TrustList', id: f.trustListId })
@@ -121,7 +135,9 @@ const BODIES: Record<string, unknown> = {
     'PATCH /api/trust-lists/{id}': { description: 'taken over' },
     'PATCH /api/verifier/config/{id}': { description: 'taken over' },
     'POST /api/config-bundles/operations/{id}/acknowledge-interruption': null,
-    'POST /api/config-bundles/resources/{kind}/{id}/detach': null
+    'POST /api/config-bundles/resources/{kind}/{id}/detach': null,
+    'POST /api/issuer/deferred/{transactionId}/complete': { claims: { given_name: 'taken over' } },
+    'POST /api/issuer/deferred/{transactionId}/fail': { error: 'taken over' }
 };
 
 const scopesOf = (route: Hapi.RequestRoute): string[] => {

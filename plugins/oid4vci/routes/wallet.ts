@@ -6,6 +6,7 @@ import { tenantIdSchema } from '../../../resources/tenant';
 import { keyChainKind } from '../../../resources/key-chain';
 import { systemContext, type Issuer } from '../issuer';
 import type { CredentialService } from '../services/credentials';
+import type { DeferredService } from '../services/deferred';
 import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
@@ -24,6 +25,7 @@ export interface WalletRouteDeps {
     credentials: CredentialService;
     notifications: NotificationService;
     dpop: DpopVerifier;
+    deferred: DeferredService;
 }
 
 export const tenantParams = Joi.object({ tenant: tenantIdSchema.required() });
@@ -163,7 +165,9 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
                 const log = sessionLogOf(request).bind(session, 'credential');
-                return noStore(h.response(await deps.credentials.issue(session, withinAuthorization(session, request.payload as Record<string, unknown>), log)));
+                const answer = await deps.credentials.issue(session, withinAuthorization(session, request.payload as Record<string, unknown>), log);
+                // A deferred request answers 202 with its transaction (OpenID4VCI 8.3).
+                return noStore(h.response(answer)).code('transaction_id' in answer ? 202 : 200);
             }
         },
         {
@@ -181,12 +185,21 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
         {
             method: 'POST',
             path: '/issuers/{tenant}/vci/deferred_credential',
-            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Deferred credential endpoint' },
-            handler: async (request) => {
+            options: {
+                ...protocol,
+                validate: { params: tenantParams, payload: anyBody },
+                description: 'Deferred credential endpoint: the credentials of a deferred request once, with a token of its session; issuance_pending with interval until they are ready'
+            },
+            handler: async (request, h) => {
                 refuseQueryToken(request);
-                sessionLogOf(request).bind(await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined), 'deferred');
-                // No issuance is deferred yet, so no transaction id can be valid.
-                throw new OAuthError(400, 'invalid_transaction_id', 'No deferred credential is pending for this transaction_id');
+                const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
+                const log = sessionLogOf(request).bind(session, 'deferred');
+                const answer = await deps.deferred.fetch(session, request.payload as { transaction_id?: unknown }, log);
+                if ('pending' in answer) {
+                    // The contract's answer for a credential not ready yet: the issuance_pending error with the interval.
+                    return noStore(h.response({ error: 'issuance_pending', error_description: `The credential is not ready yet; ask again in ${answer.pending.interval} seconds`, interval: answer.pending.interval }).code(400));
+                }
+                return noStore(h.response(answer.issued));
             }
         }
     ];

@@ -14,6 +14,7 @@ import { completeClaims, flattenFields, type Path } from '../formats/claims';
 import { issueMdoc } from '../formats/mdoc';
 import { issueSdJwtVc } from '../formats/sd-jwt';
 import { systemContext, tenantUrl, type Issuer } from '../issuer';
+import { deferredInterval, IssuanceDeferred, newTransactionId, type DeferredService, type IssuedCredentials } from './deferred';
 import type { ClaimSource } from './offers';
 import type { ProofRequest, ProofVerifier } from './proofs';
 
@@ -75,13 +76,15 @@ export class CredentialService {
         proofs: ProofVerifier;
         /** The registered status provider, if any (it registers after this service is made). */
         statusProvider: () => CredentialStatusProvider | undefined;
+        deferred: DeferredService;
     }) {}
 
     async nonce(tenantId: string): Promise<string> {
         return this.deps.proofs.nonce(tenantId);
     }
 
-    async issue(session: LiveSession<'issuance'>, body: CredentialRequest, log: SessionLogger): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
+    /** The credentials, or (HTTP 202) the transaction of a request the attribute provider deferred. */
+    async issue(session: LiveSession<'issuance'>, body: CredentialRequest, log: SessionLogger): Promise<IssuedCredentials | { transaction_id: string; interval: number }> {
         const { issuer } = this.deps;
         const tenantId = session.tenantId;
         if (['completed', 'failed', 'expired'].includes(session.status)) {
@@ -104,7 +107,24 @@ export class CredentialService {
         const settings = await issuer.settings(tenantId);
         const holderKeys = credential.keyBinding === false ? [undefined] : await this.deps.proofs.holderKeys(tenantId, tenantUrl(this.deps.publicUrl, tenantId), body, { ...credential.config, batchSize: settings.batchSize });
 
-        const claims = await this.claims(session, credential);
+        let claims: Record<string, unknown>;
+        try {
+            claims = await this.claims(session, credential);
+        }
+        catch (err) {
+            if (err instanceof IssuanceDeferred) {
+                return this.deps.deferred.defer(session, credential, holderKeys, err, log);
+            }
+            throw err;
+        }
+        return this.sign(session, credential, holderKeys, claims, log);
+    }
+
+    /** Signs one credential per holder key (with status entries allocated now) and records the issuance on the session. */
+    async sign(session: LiveSession<'issuance'>, credential: CredentialConfig, holderKeys: Array<Jose.JWK | undefined>, claims: Record<string, unknown>, log: SessionLogger): Promise<IssuedCredentials> {
+        const { issuer } = this.deps;
+        const { tenantId } = session;
+        const configId = credential.id;
         const keyChainId = await issuer.signingKeyChain(tenantId, credential);
         const statusProvider = statusManaged(credential) ? this.deps.statusProvider() : undefined;
         if (statusManaged(credential) && !statusProvider) {
@@ -138,6 +158,11 @@ export class CredentialService {
         const source: ClaimSource | undefined = data.claims[credential.id]
             ?? (credential.attributeProviderId ? { type: 'attributeProvider', attributeProviderId: credential.attributeProviderId } : undefined);
         const given = source?.type === 'inline' ? source.claims : source ? await this.fromProvider(session, credential, source.attributeProviderId) : {};
+        return this.checkClaims(credential, given);
+    }
+
+    /** Claims as given (offer, attribute provider, or a deferred issuance's completion), with field defaults; mandatory ones must be there. */
+    checkClaims(credential: CredentialConfig, given: Record<string, unknown>): Record<string, unknown> {
         try {
             return completeClaims(given, this.fullPaths(credential));
         }
@@ -162,11 +187,13 @@ export class CredentialService {
         }
         const { url, auth } = provider.spec;
         const headers: Record<string, string> = auth.type === 'apiKey' ? { [auth.config.headerName]: auth.config.value } : {};
+        // The id the request's deferred transaction gets, should the provider defer it: it completes it by this id.
+        const transactionId = newTransactionId();
         try {
-            const res = await outboundRequest(this.deps.outbound, url, { method: 'POST', headers, body: { session: session.id, credential_configuration_id: credential.id, ...(session.data.presented ? { presentations: session.data.presented } : {}) } });
-            const answer = res.status >= 200 && res.status < 300 ? res.json<{ claims?: Record<string, unknown>; deferred?: boolean }>() : undefined;
-            if (answer?.deferred) {
-                throw credentialError('credential_request_denied', 'Deferred issuance is not available yet');
+            const res = await outboundRequest(this.deps.outbound, url, { method: 'POST', headers, body: { session: session.id, credential_configuration_id: credential.id, transaction_id: transactionId, ...(session.data.presented ? { presentations: session.data.presented } : {}) } });
+            const answer = res.status >= 200 && res.status < 300 ? res.json<{ claims?: Record<string, unknown>; deferred?: boolean; interval?: unknown }>() : undefined;
+            if (answer?.deferred === true) {
+                throw new IssuanceDeferred(transactionId, deferredInterval(answer.interval));
             }
             if (!answer?.claims || typeof answer.claims !== 'object') {
                 throw new Error(`attribute provider answered ${res.status} without claims`);
@@ -174,7 +201,7 @@ export class CredentialService {
             return answer.claims;
         }
         catch (err) {
-            if (err instanceof DomainError) {
+            if (err instanceof DomainError || err instanceof IssuanceDeferred) {
                 throw err;
             }
             this.deps.log.warn({ err: (err as Error).message, attributeProvider: providerId }, 'attribute provider failed');

@@ -11,6 +11,7 @@ import { attributeProviderKind } from '../../../resources/attribute-provider';
 import { statusManaged, type ClaimField, type CredentialConfig } from '../../../resources/credential-config';
 import type { SigningService } from '../../kms/services/signing';
 import { completeClaims, flattenFields, type Path } from '../formats/claims';
+import { checkClaims } from '../formats/constraints';
 import { issueMdoc } from '../formats/mdoc';
 import { issueSdJwtVc } from '../formats/sd-jwt';
 import { systemContext, tenantUrl, type Issuer } from '../issuer';
@@ -240,12 +241,21 @@ export class CredentialService {
         const source: ClaimSource | undefined = data.claims[credential.id]
             ?? (credential.attributeProviderId ? { type: 'attributeProvider', attributeProviderId: credential.attributeProviderId } : undefined);
         const given = source?.type === 'inline' ? source.claims : source ? await this.fromProvider(session, credential, source.attributeProviderId) : {};
+        const fields = this.fullPaths(credential);
+        let complete: Record<string, unknown>;
         try {
-            return completeClaims(given, this.fullPaths(credential));
+            complete = completeClaims(given, fields);
         }
         catch (err) {
             throw credentialError('credential_request_denied', (err as Error).message);
         }
+        try {
+            checkClaims(complete, fields);
+        }
+        catch (err) {
+            throw credentialError('invalid_credential_request', (err as Error).message);
+        }
+        return complete;
     }
 
     /** mso_mdoc field paths as [namespace, element]; dc+sd-jwt paths as they are. */

@@ -6,6 +6,7 @@ import { tenantIdSchema } from '../../../resources/tenant';
 import { keyChainKind } from '../../../resources/key-chain';
 import { systemContext, type Issuer } from '../issuer';
 import type { CredentialService } from '../services/credentials';
+import { encryptCredentialResponse } from '../services/encryption';
 import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
@@ -158,12 +159,15 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
         {
             method: 'POST',
             path: '/issuers/{tenant}/vci/credential',
-            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Credential endpoint' },
+            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Credential endpoint: JSON, or a compact JWE (application/jwt) when the request has credential_response_encryption' },
             handler: async (request, h) => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
                 const log = sessionLogOf(request).bind(session, 'credential');
-                return noStore(h.response(await deps.credentials.issue(session, withinAuthorization(session, request.payload as Record<string, unknown>), log)));
+                const credentialRequest = withinAuthorization(session, request.payload as Record<string, unknown>);
+                const answer = await deps.credentials.issue(session, credentialRequest, log);
+                const encoded = await encryptCredentialResponse(credentialRequest, answer);
+                return noStore(h.response(encoded.payload).type(encoded.type));
             }
         },
         {

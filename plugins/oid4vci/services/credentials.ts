@@ -15,6 +15,7 @@ import { checkClaims } from '../formats/constraints';
 import { issueMdoc } from '../formats/mdoc';
 import { issueSdJwtVc } from '../formats/sd-jwt';
 import { systemContext, tenantUrl, type Issuer } from '../issuer';
+import { responseEncryptionOf } from './encryption';
 import type { ClaimSource } from './offers';
 
 export const C_NONCE_TTL_SECONDS = 300;
@@ -100,9 +101,8 @@ export class CredentialService {
         if (['completed', 'failed', 'expired'].includes(session.status)) {
             throw credentialError('invalid_credential_request', `The issuance session is ${session.status}`);
         }
-        if (body.credential_response_encryption !== undefined) {
-            throw credentialError('invalid_encryption_parameters', 'This issuer does not encrypt credential responses');
-        }
+        // Checked before anything is consumed or issued; the route encrypts the answer (encryptCredentialResponse).
+        responseEncryptionOf(body);
         if (body.credential_identifier !== undefined) {
             throw credentialError('unknown_credential_identifier', 'This issuer issues no credential identifiers; use credential_configuration_id');
         }

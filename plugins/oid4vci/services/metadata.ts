@@ -2,6 +2,7 @@ import type { ClaimField, CredentialConfig } from '../../../resources/credential
 import { flattenFields } from '../formats/claims';
 import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
 import { ATTEST_JWT_CLIENT_AUTH, clientAttestationMetadata } from './client-attestation';
+import { responseEncryptionMetadata } from './encryption';
 import { AUTHORIZATION_CODE_GRANT, PRE_AUTHORIZED_GRANT } from './offers';
 import { REFRESH_TOKEN_GRANT } from './tokens';
 
@@ -81,6 +82,7 @@ export class MetadataService {
             deferred_credential_endpoint: `${base}/vci/deferred_credential`,
             notification_endpoint: `${base}/vci/notification`,
             interactive_authorization_endpoint: `${base}/authorize/interactive`,
+            credential_response_encryption: responseEncryptionMetadata(),
             ...(settings.batchSize > 1 ? { batch_credential_issuance: { batch_size: settings.batchSize } } : {}),
             ...(settings.display?.length ? { display: settings.display } : {}),
             credential_configurations_supported: Object.fromEntries(credentials.map((c) => [c.id, configurationMetadata(c)]))

@@ -21,6 +21,7 @@ import { ClientAuthenticator } from './services/client-authentication';
 import { CredentialService, type CredentialStatusProvider } from './services/credentials';
 import { InteractiveAuthorizationService, type PresentationVerifier } from './services/interactive';
 import { MetadataService } from './services/metadata';
+import { CredentialRequestDecryption } from './services/encryption';
 import { NotificationService } from './services/notifications';
 import { OfferService } from './services/offers';
 import { TokenEndpoint } from './services/tokens';
@@ -104,12 +105,13 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const authorization = new AuthorizationService({ publicUrl, issuer, sessions, offers, singleUse, dpop, clients, secret: Buffer.from(nonceSecret) });
         const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, statusProvider: () => statusProvider });
         const notifications = new NotificationService({ outbound, sessions, log });
-        const metadata = new MetadataService({ publicUrl, issuer });
+        const requestDecryption = new CredentialRequestDecryption(Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'credential-request-encryption/v1', 32)));
+        const metadata = new MetadataService({ publicUrl, issuer, requestDecryption });
         const interactive = new InteractiveAuthorizationService({ issuer, sessions, authorization, clients, presentations: () => presentationVerifier, log });
 
         server.route([
             ...managementRoutes(offers),
-            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop }),
+            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop, requestDecryption }),
             ...authorizationRoutes({ publicUrl, issuer, authorization }),
             ...interactiveRoutes({ publicUrl, issuer, interactive }),
             ...attestationChallengeRoutes({ issuer, clientAttestation, dpop })

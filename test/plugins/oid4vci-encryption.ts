@@ -59,6 +59,7 @@ for (const dialect of DIALECTS) {
             t = await startTestServer(dialect, { listen: true, env: { PORT: String(port), PUBLIC_URL: publicUrl } });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
+            await createTenant(t.server, root, 'other');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
             expect((await t.server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(admin), payload: { id: 'issuer', usageType: 'attestation', subject: { commonName: 'Acme', country: 'DE' } } })).statusCode).to.equal(201);
             const res = await t.server.inject({ method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin), payload: pidConfig() });
@@ -174,6 +175,89 @@ for (const dialect of DIALECTS) {
             const ok = await credentialRequest(accessToken, { credential_configuration_id: 'pid', proof: { proof_type: 'jwt', jwt }, credential_response_encryption: { jwk: withAlg, enc: 'A256GCM' } });
             expect(ok.statusCode, ok.payload).to.equal(200);
             expect(ok.headers['content-type']).to.equal('application/jwt');
+        });
+
+        it('publishes a credential_request_encryption key per tenant, public and stable', async () => {
+            const metadata = (await t.server.inject('/.well-known/openid-credential-issuer/issuers/acme')).result as any;
+            const { jwks, ...rest } = metadata.credential_request_encryption;
+            expect(rest).to.equal({ enc_values_supported: ['A128GCM', 'A256GCM'], encryption_required: false });
+            expect(jwks.keys).to.have.length(1);
+            const [key] = jwks.keys;
+            expect(Object.keys(key).sort()).to.equal(['alg', 'crv', 'kid', 'kty', 'use', 'x', 'y']);
+            expect(key).to.include({ kty: 'EC', crv: 'P-256', use: 'enc', alg: 'ECDH-ES' });
+            expect(key.kid).to.equal(await Jose.calculateJwkThumbprint(key));
+            const again = (await t.server.inject('/.well-known/openid-credential-issuer/issuers/acme')).result as any;
+            expect(again.credential_request_encryption.jwks.keys[0]).to.equal(key);
+            const other = (await t.server.inject('/.well-known/openid-credential-issuer/issuers/other')).result as any;
+            expect(other.credential_request_encryption.jwks.keys[0].kid).to.not.equal(key.kid);
+            const resolved = await new Wallet().client.resolveIssuerMetadata(`${publicUrl}/issuers/acme`);
+            expect((resolved.credentialIssuer as any).credential_request_encryption.jwks.keys[0]).to.equal(key);
+        });
+
+        const requestKey = async (tenant = 'acme') => {
+            const metadata = (await t.server.inject(`/.well-known/openid-credential-issuer/issuers/${tenant}`)).result as any;
+            return metadata.credential_request_encryption.jwks.keys[0] as Jose.JWK;
+        };
+        const encryptRequest = async (request: unknown, key: Jose.JWK, header: Jose.CompactJWEHeaderParameters) =>
+            new Jose.CompactEncrypt(new TextEncoder().encode(typeof request === 'string' ? request : JSON.stringify(request))).setProtectedHeader(header).encrypt(await Jose.importJWK(key, header.alg));
+        const sendJwt = (accessToken: string, jwe: string) =>
+            t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/jwt' }, payload: jwe });
+
+        it('takes a credential request encrypted to that key (A128GCM and A256GCM), with and without response encryption', async () => {
+            const key = await requestKey();
+            for (const enc of ['A128GCM', 'A256GCM']) {
+                const { accessToken, nonce } = await tokenAndNonce();
+                const jwe = await encryptRequest({ credential_configuration_id: 'pid', proofs: { jwt: [await proof(nonce)] } }, key, { alg: 'ECDH-ES', enc, kid: key.kid });
+                const res = await sendJwt(accessToken, jwe);
+                expect(res.statusCode, `${enc}: ${res.payload}`).to.equal(200);
+                expect(res.headers['content-type']).to.equal('application/json; charset=utf-8');
+                expect(await verifySdJwtVc((res.result as any).credentials[0].credential)).to.exist();
+            }
+            const { accessToken, nonce } = await tokenAndNonce();
+            const wallet = await encryptionKey();
+            const jwe = await encryptRequest({ credential_configuration_id: 'pid', proofs: { jwt: [await proof(nonce)] }, credential_response_encryption: { jwk: { ...wallet.jwk, alg: 'ECDH-ES' }, enc: 'A128GCM' } }, key, { alg: 'ECDH-ES', enc: 'A256GCM', kid: key.kid });
+            const res = await sendJwt(accessToken, jwe);
+            expect(res.statusCode, res.payload).to.equal(200);
+            expect(res.headers['content-type']).to.equal('application/jwt');
+            const body = JSON.parse(new TextDecoder().decode((await Jose.compactDecrypt(res.payload, wallet.privateKey)).plaintext));
+            expect(body.credentials).to.have.length(1);
+        });
+
+        it('refuses encrypted requests it cannot read, and malformed plain ones, never 500', async () => {
+            const key = await requestKey();
+            const otherKey = await requestKey('other');
+            const stranger = await encryptionKey();
+            const { accessToken, nonce, session } = await tokenAndNonce();
+            const request = { credential_configuration_id: 'pid', proofs: { jwt: [await proof(nonce)] } };
+            const good = await encryptRequest(request, key, { alg: 'ECDH-ES', enc: 'A256GCM', kid: key.kid });
+            const [h, k, iv, c, tag] = good.split('.');
+            const flipped = `${c!.slice(0, -2)}${c!.endsWith('A') ? 'B' : 'A'}${c!.slice(-1)}`;
+            const cases: Array<[string, Promise<string> | string, string]> = [
+                ['ECDH-ES+A128KW', encryptRequest(request, key, { alg: 'ECDH-ES+A128KW', enc: 'A256GCM', kid: key.kid }), 'invalid_encryption_parameters'],
+                ['A192GCM', encryptRequest(request, key, { alg: 'ECDH-ES', enc: 'A192GCM', kid: key.kid }), 'invalid_encryption_parameters'],
+                ['another tenant\'s key', encryptRequest(request, otherKey, { alg: 'ECDH-ES', enc: 'A256GCM', kid: otherKey.kid }), 'invalid_encryption_parameters'],
+                ['a stranger\'s key under our kid', encryptRequest(request, { ...stranger.jwk, alg: 'ECDH-ES' }, { alg: 'ECDH-ES', enc: 'A256GCM', kid: key.kid }), 'invalid_credential_request'],
+                ['tampered ciphertext', `${h}.${k}.${iv}.${flipped}.${tag}`, 'invalid_credential_request'],
+                ['a JWS, not a JWE', await proof(nonce), 'invalid_credential_request'],
+                ['not a JWT', 'hello', 'invalid_credential_request'],
+                ['plaintext not JSON', encryptRequest('credential please', key, { alg: 'ECDH-ES', enc: 'A256GCM' }), 'invalid_credential_request'],
+                ['plaintext a JSON array', encryptRequest([request], key, { alg: 'ECDH-ES', enc: 'A256GCM' }), 'invalid_credential_request']
+            ];
+            for (const [label, jwe, error] of cases) {
+                const res = await sendJwt(accessToken, await jwe);
+                expect(res.statusCode, `${label}: ${res.payload}`).to.equal(400);
+                expect((res.result as any).error, `${label}: ${res.payload}`).to.equal(error);
+            }
+            for (const [label, payload] of [['broken JSON', '{"credential_configuration_id":'], ['JSON null', 'null'], ['JSON string', '"pid"'], ['empty', '']]) {
+                const res = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' }, payload });
+                expect(res.statusCode, `${label}: ${res.payload}`).to.equal(400);
+                expect((res.result as any).error, label).to.equal('invalid_credential_request');
+            }
+            const text = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'text/plain' }, payload: good });
+            expect(text.statusCode).to.equal(415);
+            // None of it consumed the nonce or issued anything.
+            expect(((await t.server.inject({ url: `/api/session/${session}`, headers: bearer(admin) })).result as any).status).to.equal('active');
+            expect((await sendJwt(accessToken, good)).statusCode).to.equal(200);
         });
 
         it('keeps errors of an encrypted request in JSON', async () => {

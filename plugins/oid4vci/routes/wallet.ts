@@ -6,7 +6,7 @@ import { tenantIdSchema } from '../../../resources/tenant';
 import { keyChainKind } from '../../../resources/key-chain';
 import { systemContext, type Issuer } from '../issuer';
 import type { CredentialService } from '../services/credentials';
-import { encryptCredentialResponse } from '../services/encryption';
+import { encryptCredentialResponse, type CredentialRequestDecryption } from '../services/encryption';
 import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
@@ -25,6 +25,7 @@ export interface WalletRouteDeps {
     credentials: CredentialService;
     notifications: NotificationService;
     dpop: DpopVerifier;
+    requestDecryption: CredentialRequestDecryption;
 }
 
 export const tenantParams = Joi.object({ tenant: tenantIdSchema.required() });
@@ -159,12 +160,19 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
         {
             method: 'POST',
             path: '/issuers/{tenant}/vci/credential',
-            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Credential endpoint: JSON, or a compact JWE (application/jwt) when the request has credential_response_encryption' },
+            options: {
+                ...protocol,
+                // Read here, not by hapi: an encrypted request (application/jwt) is decrypted before it is parsed.
+                payload: { parse: false, output: 'data', allow: ['application/json', 'application/jwt'] },
+                validate: { params: tenantParams },
+                description: 'Credential endpoint: the request as JSON or as a compact JWE (application/jwt) to the credential_request_encryption key; the answer JSON, or a compact JWE when the request has credential_response_encryption'
+            },
             handler: async (request, h) => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
                 const log = sessionLogOf(request).bind(session, 'credential');
-                const credentialRequest = withinAuthorization(session, request.payload as Record<string, unknown>);
+                const payload = await deps.requestDecryption.read(tenantOf(request), request.headers['content-type'] as string | undefined, request.payload as Buffer | null);
+                const credentialRequest = withinAuthorization(session, payload);
                 const answer = await deps.credentials.issue(session, credentialRequest, log);
                 const encoded = await encryptCredentialResponse(credentialRequest, answer);
                 return noStore(h.response(encoded.payload).type(encoded.type));

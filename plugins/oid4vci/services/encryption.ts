@@ -25,6 +25,8 @@ export interface ResponseEncryption {
     kid?: string;
 }
 
+const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k', 'oth'];
 
 const refused = (description: string) => new OAuthError(400, 'invalid_encryption_parameters', description);
@@ -102,3 +104,92 @@ export const encryptCredentialResponse = async (request: { credential_response_e
         .encrypt(encryption.publicKey);
     return { payload: jwe, type: 'application/jwt' };
 };
+
+/**
+ * OpenID4VCI 1.0 credential request encryption: the issuer metadata's `credential_request_encryption` publishes a
+ * P-256 key per tenant, and the wallet may send its (deferred) credential request as a compact JWE
+ * (`application/jwt`) to it, the plaintext the JSON request. The keys are derived from the service secret (HKDF per
+ * tenant), so every replica holds the same ones without storing them; they change only with that secret.
+ */
+export class CredentialRequestDecryption {
+    private readonly keys = new Map<string, { privateKey: Crypto.KeyObject; publicJwk: Jose.JWK }>();
+
+    /** `secret`: key material for this purpose only (derived from the service secret). */
+    constructor(private readonly secret: Buffer) {}
+
+    private key(tenantId: string): { privateKey: Crypto.KeyObject; publicJwk: Jose.JWK } {
+        let key = this.keys.get(tenantId);
+        if (!key) {
+            // 48 bytes reduced modulo n - 1, plus 1: a scalar in [1, n - 1] without noticeable bias (FIPS 186-5 A.2.1).
+            const seed = BigInt(`0x${Buffer.from(Crypto.hkdfSync('sha256', this.secret, 'hallmark', `credential-request-encryption/v1/${tenantId}`, 48)).toString('hex')}`);
+            const scalar = (seed % (P256_ORDER - 1n)) + 1n;
+            const d = Buffer.from(scalar.toString(16).padStart(64, '0'), 'hex');
+            const ecdh = Crypto.createECDH('prime256v1');
+            ecdh.setPrivateKey(d);
+            const point = ecdh.getPublicKey();
+            const jwk = { kty: 'EC', crv: 'P-256', x: point.subarray(1, 33).toString('base64url'), y: point.subarray(33, 65).toString('base64url') };
+            const privateKey = Crypto.createPrivateKey({ key: { ...jwk, d: d.toString('base64url') }, format: 'jwk' });
+            const kid = Crypto.createHash('sha256').update(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y })).digest('base64url');
+            key = { privateKey, publicJwk: { ...jwk, kid, use: 'enc', alg: 'ECDH-ES' } };
+            this.keys.set(tenantId, key);
+        }
+        return key;
+    }
+
+    /** The issuer metadata's `credential_request_encryption`. No issuance setting requires encryption (the spec names none). */
+    metadata(tenantId: string) {
+        return { jwks: { keys: [this.key(tenantId).publicJwk] }, enc_values_supported: [...RESPONSE_ENCRYPTION_ENCS], encryption_required: false };
+    }
+
+    /**
+     * The JSON credential request of a body: as sent (`application/json`) or decrypted (`application/jwt`). A JWE to
+     * another key or with another alg or enc answers `invalid_encryption_parameters`; one that does not decrypt, or
+     * whose plaintext is not a JSON object, `invalid_credential_request`.
+     */
+    async read(tenantId: string, contentType: string | undefined, payload: Buffer | string | null | undefined): Promise<Record<string, unknown>> {
+        const text = Buffer.isBuffer(payload) ? payload.toString('utf8') : payload ?? '';
+        const encrypted = (contentType ?? '').split(';')[0]!.trim().toLowerCase() === 'application/jwt';
+        let json = text;
+        if (encrypted) {
+            json = await this.decrypt(tenantId, text.trim());
+        }
+        let request: unknown;
+        try {
+            request = JSON.parse(json);
+        }
+        catch {
+            throw new OAuthError(400, 'invalid_credential_request', encrypted ? 'The decrypted credential request is not JSON' : 'The credential request is not JSON');
+        }
+        if (!isObject(request)) {
+            throw new OAuthError(400, 'invalid_credential_request', 'The credential request must be a JSON object');
+        }
+        return request;
+    }
+
+    private async decrypt(tenantId: string, jwe: string): Promise<string> {
+        let header: Jose.ProtectedHeaderParameters;
+        try {
+            header = Jose.decodeProtectedHeader(jwe);
+        }
+        catch {
+            throw new OAuthError(400, 'invalid_credential_request', 'An application/jwt credential request must be a compact JWE');
+        }
+        const key = this.key(tenantId);
+        if (jwe.split('.').length !== 5) {
+            throw new OAuthError(400, 'invalid_credential_request', 'An application/jwt credential request must be a compact JWE');
+        }
+        if (header.alg !== 'ECDH-ES' || !RESPONSE_ENCRYPTION_ENCS.includes(header.enc as never) || header.zip !== undefined) {
+            throw refused(`Credential requests are encrypted with ECDH-ES and ${RESPONSE_ENCRYPTION_ENCS.join(' or ')}, without zip`);
+        }
+        if (header.kid !== undefined && header.kid !== key.publicJwk.kid) {
+            throw refused('The credential request is encrypted to a key this issuer does not publish');
+        }
+        try {
+            const { plaintext } = await Jose.compactDecrypt(jwe, key.privateKey, { keyManagementAlgorithms: ['ECDH-ES'], contentEncryptionAlgorithms: [...RESPONSE_ENCRYPTION_ENCS] });
+            return new TextDecoder('utf-8', { fatal: true }).decode(plaintext);
+        }
+        catch {
+            throw new OAuthError(400, 'invalid_credential_request', 'The credential request JWE does not decrypt');
+        }
+    }
+}

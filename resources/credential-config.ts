@@ -5,6 +5,7 @@ import { tableResourceStore } from '../lib/registry/resource-store';
 import { errorsArray, resourceId, stateAt } from './shared/custom-rules';
 import { notAvailableYet } from './shared/not-available';
 import { publicJwkOnly } from './shared/public-jwk';
+import { claimValueViolation } from '../plugins/oid4vci/formats/constraints';
 import type { KeyChain } from './key-chain';
 
 export const CREDENTIAL_FORMATS = ['mso_mdoc', 'dc+sd-jwt'] as const;
@@ -120,8 +121,6 @@ export interface ClaimConstraints {
     format?: (typeof CLAIM_FORMATS)[number];
 }
 
-/** Longest value a pattern is run on: with the save-time checks, it keeps a slow pattern from holding a request. */
-export const CLAIM_PATTERN_VALUE_MAX_LENGTH = 4096;
 const CLAIM_PATTERN_MAX_LENGTH = 1024;
 
 /** SD-JWT VC type metadata. */
@@ -434,6 +433,8 @@ const uniquePaths = (a: ClaimField, b: ClaimField): boolean => !!a && !!b && a.p
 const claimPathSchema = Joi.array().items(Joi.string().min(1).max(255), Joi.number().integer().min(0), Joi.valid(null)).min(1).max(32)
     .allow(null).description('Path in the credential payload; a null element stands for every element of an array');
 
+const DEFAULT_BREAKS_RULES = 'claimField.defaultBreaksRules';
+
 export const claimFieldSchema: Joi.ObjectSchema<ClaimField> = Joi.object<ClaimField, true>({
     path: claimPathSchema.required(),
     type: Joi.string().valid(...CLAIM_TYPES).required(),
@@ -463,7 +464,15 @@ export const claimFieldSchema: Joi.ObjectSchema<ClaimField> = Joi.object<ClaimFi
         .when('type', { not: Joi.valid('object', 'array'), then: Joi.forbidden() })
         .messages({ 'any.unknown': '{{#label}} is only allowed on object and array fields', 'array.unique': '{{#label}} repeats the path of entry {{#dupePos}}' })
         .description('Nested definitions of an object or array field; paths relative to the parent\'s, or repeating it in full')
-}).id('ClaimField').label('ClaimField');
+}).custom((field: ClaimField, helpers) => {
+    // A default that breaks the field's own rules would fail every credential request that relies on it.
+    const reason = field.defaultValue === undefined || field.defaultValue === null || !field.constraints
+        ? undefined
+        : claimValueViolation(field.defaultValue, field.type, field.constraints);
+    // Named by path: this object's label is its model name in the API docs.
+    const name = [...helpers.state.path ?? [], 'defaultValue'].reduce<string>((label, segment) => (typeof segment === 'number' ? `${label}[${segment}]` : label ? `${label}.${segment}` : String(segment)), '');
+    return reason ? helpers.error(DEFAULT_BREAKS_RULES, { reason, name }, stateAt(helpers, 'defaultValue')) : field;
+}).messages({ [DEFAULT_BREAKS_RULES]: '"{#name}" {#reason}' }).id('ClaimField').label('ClaimField');
 
 const MDOC_PATH = 'credentialConfig.mdocPath';
 const MDOC_NAMESPACE = 'credentialConfig.mdocNamespace';

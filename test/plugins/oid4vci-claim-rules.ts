@@ -233,10 +233,14 @@ for (const dialect of DIALECTS) {
             await refused({ path: ['a'], type: 'string', constraints: { minLength: 5, maxLength: 1 } }, /constraints.maxLength.*greater than or equal to ref:minLength/);
             await refused({ path: ['a'], type: 'string', constraints: { minLength: -1 } }, /constraints.minLength/);
             await refused({ path: ['a'], type: 'string', constraints: 'pattern' }, /constraints.*must be of type object/);
-            // Safe repetitions are kept.
+            await refused({ path: ['a'], type: 'string', defaultValue: 'x', constraints: { minLength: 2 } }, /"path":"fields.0.defaultValue","message":"\\"fields\[0\].defaultValue\\" must be at least 2 characters long"/);
+            await refused({ path: ['a'], type: 'integer', defaultValue: 200, constraints: { maximum: 150 } }, /fields.0.defaultValue.*must be at most 150/);
+            await refused({ path: ['a'], type: 'string', defaultValue: 'C', constraints: { enum: ['A', 'B'] } }, /fields.0.defaultValue.*must be one of/);
+            await refused({ path: ['o'], type: 'object', children: [{ path: ['d'], type: 'string', defaultValue: '2024-02-30', constraints: { format: 'date' } }] }, /fields.0.children.0.defaultValue.*must be a valid date/);
+            // Safe repetitions are kept, and defaults that keep the rules.
             const saved = await t.server.inject({
                 method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin),
-                payload: { id: 'fine-rules', config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'Fine' }] }, vct: 'urn:example:fine', fields: [{ path: ['a'], type: 'string', constraints: { pattern: '^(\\d{3}-)*\\d{4}$|^[a-z]+(?:-[a-z]{2})*$' } }] }
+                payload: { id: 'fine-rules', config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'Fine' }] }, vct: 'urn:example:fine', fields: [{ path: ['a'], type: 'string', defaultValue: 'abc', constraints: { pattern: '^(\\d{3}-)*\\d{4}$|^[a-z]+(?:-[a-z]{2})*$' } }] }
             });
             expect(saved.statusCode, saved.payload).to.equal(201);
         });

@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import { ValidationError } from '../../../lib/errors';
-import { CLAIM_PATTERN_VALUE_MAX_LENGTH, type ClaimConstraints, type ClaimType } from '../../../resources/credential-config';
+import type { ClaimConstraints, ClaimType } from '../../../resources/credential-config';
 import { valuesAt, type Path } from './claims';
 
 /** The parts of a claim field its values are checked against (resources/credential-config.ts has the full schema). */
@@ -9,6 +9,9 @@ export interface CheckedField {
     type?: ClaimType;
     constraints?: ClaimConstraints;
 }
+
+/** Longest value a pattern is run on: with the save-time checks, it keeps a slow pattern from holding a request. */
+export const CLAIM_PATTERN_VALUE_MAX_LENGTH = 4096;
 
 const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
 
@@ -65,7 +68,7 @@ const regexOf = (pattern: string): RegExp => {
 };
 
 /** Why a value breaks its field's type or constraints, or undefined when it keeps them. */
-const violation = (value: unknown, type: ClaimType | undefined, constraints: ClaimConstraints = {}): string | undefined => {
+export const claimValueViolation = (value: unknown, type: ClaimType | undefined, constraints: ClaimConstraints = {}): string | undefined => {
     if (type && !TYPE_CHECKS[type](value)) {
         return `must be of type ${type}, not ${jsonType(value)}`;
     }
@@ -119,7 +122,7 @@ export const checkClaims = (claims: Record<string, unknown>, fields: CheckedFiel
             continue;
         }
         for (const value of valuesAt(claims, field.path)) {
-            const reason = value === undefined ? undefined : violation(value, field.type, field.constraints);
+            const reason = value === undefined ? undefined : claimValueViolation(value, field.type, field.constraints);
             if (reason) {
                 broken.push({ path: pathName(field.path), message: `${pathName(field.path)} ${reason}` });
                 break;

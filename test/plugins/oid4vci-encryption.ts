@@ -253,6 +253,10 @@ for (const dialect of DIALECTS) {
                 expect(res.statusCode, `${label}: ${res.payload}`).to.equal(400);
                 expect((res.result as any).error, label).to.equal('invalid_credential_request');
             }
+            // The core's NUL guard sees the decrypted request too.
+            const withNul = await sendJwt(accessToken, await encryptRequest({ ...request, credential_configuration_id: 'p\u0000id' }, key, { alg: 'ECDH-ES', enc: 'A256GCM' }));
+            expect(withNul.statusCode, withNul.payload).to.equal(400);
+            expect(withNul.result).to.equal({ error: 'invalid_request', error_description: 'Invalid request: payload field "credential_configuration_id" must not contain a NUL character' });
             const text = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'text/plain' }, payload: good });
             expect(text.statusCode).to.equal(415);
             // None of it consumed the nonce or issued anything.

@@ -13,6 +13,7 @@ import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import type { TokenEndpoint, WalletRequest } from '../services/tokens';
 import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import { sessionLogOf } from '../../sessions/session-log';
+import { refuseNulCharacters } from '../../core/nul-guard';
 
 export interface WalletRouteDeps {
     publicUrl: string;
@@ -164,6 +165,17 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                 ...protocol,
                 // Read here, not by hapi: an encrypted request (application/jwt) is decrypted before it is parsed.
                 payload: { parse: false, output: 'data', allow: ['application/json', 'application/jwt'] },
+                ext: {
+                    onPostAuth: {
+                        // After the core's NUL guard has checked path and query; the request it could not read is checked here.
+                        method: async (request, h) => {
+                            (request as { payload: unknown }).payload = await deps.requestDecryption.read(tenantOf(request), request.headers['content-type'] as string | undefined, request.payload as Buffer | null);
+                            return refuseNulCharacters.call(null, request, h);
+                        },
+                        options: { after: ['hallmark-core'] }
+                    }
+                },
+                // No payload validation: hapi allows it only on payloads it parses; read() answers a JSON object or refuses.
                 validate: { params: tenantParams },
                 description: 'Credential endpoint: the request as JSON or as a compact JWE (application/jwt) to the credential_request_encryption key; the answer JSON, or a compact JWE when the request has credential_response_encryption'
             },
@@ -171,8 +183,7 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
                 const log = sessionLogOf(request).bind(session, 'credential');
-                const payload = await deps.requestDecryption.read(tenantOf(request), request.headers['content-type'] as string | undefined, request.payload as Buffer | null);
-                const credentialRequest = withinAuthorization(session, payload);
+                const credentialRequest = withinAuthorization(session, request.payload as Record<string, unknown>);
                 const answer = await deps.credentials.issue(session, credentialRequest, log);
                 const encoded = await encryptCredentialResponse(credentialRequest, answer);
                 return noStore(h.response(encoded.payload).type(encoded.type));

@@ -376,7 +376,7 @@ const patternSchema = Joi.string().min(1).max(CLAIM_PATTERN_MAX_LENGTH).custom((
 }).messages({
     [PATTERN_INVALID]: '{{#label}} is not a valid regular expression: {{#reason}}',
     [PATTERN_NESTED]: '{{#label}} repeats a group that itself repeats (nested quantifiers such as (a+)+ can take exponential time)'
-}).description('ECMAScript regular expression (unicode mode), not anchored; values longer than 4096 characters fail it');
+}).description('ECMAScript regular expression (unicode mode), not anchored; it runs at most 50 ms on a value, and values longer than 4096 characters fail it');
 
 const lengthSchema = Joi.number().integer().min(0).max(1_000_000);
 

@@ -79,6 +79,13 @@ describe('claim rules, unit', () => {
         }
     });
 
+    it('stops a pattern that backtracks too long and refuses the value', () => {
+        // Overlapping alternatives: exponential, and not a shape the save-time check knows.
+        const slow = [{ path: ['s'], type: 'string' as const, constraints: { pattern: '^(a|a)*$' } }];
+        expect(() => checkClaims({ s: `${'a'.repeat(40)}b` }, slow)).to.throw(/s could not be checked against the pattern \^\(a\|a\)\*\$ within 50 ms/);
+        expect(() => checkClaims({ s: 'aaaa' }, slow)).to.not.throw();
+    });
+
     it('runs a pattern on at most 4096 characters, and names every broken path', () => {
         expect(() => checkClaims({ p: `${'b'.repeat(4095)}a` }, fields)).to.not.throw();
         expect(() => checkClaims({ p: `${'b'.repeat(4096)}a` }, fields)).to.throw(/longer than the 4096 characters/);

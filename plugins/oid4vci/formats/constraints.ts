@@ -1,3 +1,4 @@
+import Vm from 'node:vm';
 import Joi from 'joi';
 import { ValidationError } from '../../../lib/errors';
 import type { ClaimConstraints, ClaimType } from '../../../resources/credential-config';
@@ -52,19 +53,30 @@ const FORMATS: Record<NonNullable<ClaimConstraints['format']>, (value: string) =
     email: (v) => !emailSchema.validate(v).error
 };
 
-// Patterns are checked at save (they compile, and have no nested quantifiers); compiled once per pattern.
-const compiled = new Map<string, RegExp>();
-const MAX_COMPILED = 1000;
-const regexOf = (pattern: string): RegExp => {
-    let regex = compiled.get(pattern);
-    if (!regex) {
-        if (compiled.size >= MAX_COMPILED) {
-            compiled.clear();
-        }
-        regex = new RegExp(pattern, 'u');
-        compiled.set(pattern, regex);
+/** How long one pattern may run on one value before the value is refused. */
+export const PATTERN_TIME_LIMIT_MS = 50;
+
+/**
+ * Patterns run in a context of their own under a time limit: the save-time checks refuse the usual shapes of
+ * catastrophic backtracking, but not every one (overlapping alternatives, adjacent quantifiers), and one slow
+ * pattern would otherwise hold the process, and every tenant on it. V8 interrupts a regular expression at the limit.
+ */
+const sandbox = Vm.createContext(Object.create(null) as object);
+Vm.runInContext('globalThis.matches = (pattern, value) => new RegExp(pattern, "u").test(value);', sandbox);
+const matchesPattern = (pattern: string, value: string): boolean | 'timeout' => {
+    Object.assign(sandbox, { pattern, value });
+    try {
+        return Vm.runInContext('matches(pattern, value)', sandbox, { timeout: PATTERN_TIME_LIMIT_MS }) === true;
     }
-    return regex;
+    catch (err) {
+        if ((err as { code?: string }).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') {
+            return 'timeout';
+        }
+        throw err;
+    }
+    finally {
+        Object.assign(sandbox, { pattern: undefined, value: undefined });
+    }
 };
 
 /** Why a value breaks its field's type or constraints, or undefined when it keeps them. */
@@ -89,7 +101,11 @@ export const claimValueViolation = (value: unknown, type: ClaimType | undefined,
             if (value.length > CLAIM_PATTERN_VALUE_MAX_LENGTH) {
                 return `is longer than the ${CLAIM_PATTERN_VALUE_MAX_LENGTH} characters a pattern is checked on`;
             }
-            if (!regexOf(constraints.pattern).test(value)) {
+            const matched = matchesPattern(constraints.pattern, value);
+            if (matched === 'timeout') {
+                return `could not be checked against the pattern ${constraints.pattern} within ${PATTERN_TIME_LIMIT_MS} ms`;
+            }
+            if (!matched) {
                 return `must match the pattern ${constraints.pattern}`;
             }
         }

@@ -1,5 +1,6 @@
 import type { Manifest } from '../lib/compose';
 import type { Config } from './environment';
+import * as bundles from '../plugins/bundles';
 import * as core from '../plugins/core';
 import type { CoreOptions } from '../plugins/core/options';
 import * as docs from '../plugins/docs';
@@ -83,6 +84,7 @@ export const manifest = (config: Config): Manifest => {
             },
             { plugin: status.plugin, options: { publicUrl } satisfies status.StatusOptions },
             { plugin: oid4vp.plugin, options: { publicUrl } satisfies Oid4vpOptions },
+            { plugin: bundles.plugin, options: { variables: config.configImport.variables } satisfies Partial<bundles.BundlesOptions> },
             { plugin: docs.plugin }
         ]
     };

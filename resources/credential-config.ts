@@ -3,7 +3,6 @@ import type { ResourceKind } from '../lib/registry/kind';
 import { ValidationError, type ErrorDetail } from '../lib/errors';
 import { tableResourceStore } from '../lib/registry/resource-store';
 import { errorsArray, resourceId, stateAt } from './shared/custom-rules';
-import { notAvailableYet } from './shared/not-available';
 import { publicJwkOnly } from './shared/public-jwk';
 import { claimValueViolation } from '../plugins/oid4vci/formats/constraints';
 import type { KeyChain } from './key-chain';
@@ -70,9 +69,9 @@ export interface CredentialMetadataConfig {
     scope?: string;
     /** Required for mso_mdoc. */
     docType?: string;
-    /** Refused until key attestations are built. */
+    /** Only keys of a key attestation that meets these levels get credentials. */
     keyAttestationsRequired?: KeyAttestationsRequired;
-    /** Default: jwt only; attestation is refused until that proof type is built. */
+    /** Accepted and published proof types. Default: both. */
     proofTypesSupported?: ProofType[];
     credentialReusePolicy?: CredentialReusePolicy;
 }
@@ -299,6 +298,9 @@ export const credentialReusePolicySchema = Joi.object<CredentialReusePolicy, tru
         .messages({ 'any.required': '{{#label}} is required when id is arf_annex_ii' })
 }).label('CredentialReusePolicy');
 
+/** key_storage / user_authentication values, e.g. iso_18045_high (OpenID4VCI D.2); ecosystems may define others. */
+const attestationLevels = Joi.array().items(Joi.string().min(1).max(255)).min(1).max(20).unique();
+
 export const credentialMetadataConfigSchema = Joi.object<CredentialMetadataConfig, true>({
     format: Joi.string().valid(...CREDENTIAL_FORMATS).required(),
     display: Joi.array().items(credentialDisplaySchema).required().description('Wallet display entries'),
@@ -308,15 +310,15 @@ export const credentialMetadataConfigSchema = Joi.object<CredentialMetadataConfi
         .when('format', { is: 'mso_mdoc', then: Joi.required() })
         .messages({ 'any.required': '{{#label}} is required for mso_mdoc' })
         .description('mDoc document type, e.g. org.iso.18013.5.1.mDL; required for mso_mdoc'),
-    keyAttestationsRequired: notAvailableYet(Joi.object<KeyAttestationsRequired, true>({
-        key_storage: Joi.array().items(Joi.string().min(1)),
-        user_authentication: Joi.array().items(Joi.string().min(1))
-    }).label('KeyAttestationsRequired'), 'key attestations are not available yet')
-        .description('Not available yet: refused until key attestations are built'),
+    // An empty list could never be met; an empty object asks for a key attestation of any level.
+    keyAttestationsRequired: Joi.object<KeyAttestationsRequired, true>({
+        key_storage: attestationLevels.description('Accepted key storage levels: the key attestation must assert one of them'),
+        user_authentication: attestationLevels.description('Accepted user authentication levels: the key attestation must assert one of them')
+    }).label('KeyAttestationsRequired')
+        .description('Credentials are only bound to keys of a key attestation (HAIP Annex D) from a wallet provider of the tenant\'s trust lists; published as key_attestations_required'),
     // An empty list would publish proof_types_supported without any proof type, which OpenID4VCI does not allow.
-    proofTypesSupported: notAvailableYet(Joi.array().items(Joi.string().valid(...PROOF_TYPES)).min(1).unique(),
-        'the attestation proof type is not available yet', (types: ProofType[]) => types.includes('attestation'))
-        .default(() => ['jwt']).description('Proof types published in the issuer metadata. Default: jwt. attestation is not available yet'),
+    proofTypesSupported: Joi.array().items(Joi.string().valid(...PROOF_TYPES)).min(1).unique()
+        .default(() => [...PROOF_TYPES]).description('Proof types accepted at the credential endpoint and published in the issuer metadata. Default: jwt and attestation'),
     credentialReusePolicy: credentialReusePolicySchema
 }).label('CredentialMetadataConfig');
 
@@ -650,8 +652,9 @@ export const credentialConfigSchema = Joi.object<CredentialConfig, true>({
     }).description('SD-JWT VC type: a string, or type metadata; required for dc+sd-jwt'),
     // An mdoc cannot be issued without a device key: false would only fail every credential request.
     keyBinding: Joi.boolean().default(true)
-        .when('config.format', { is: 'mso_mdoc', then: Joi.invalid(false) })
-        .messages({ 'any.invalid': '{{#label}} must be true for mso_mdoc: an mdoc always carries the device key' })
+        .when('config.format', { is: 'mso_mdoc', then: Joi.invalid(false).messages({ 'any.invalid': '{{#label}} must be true for mso_mdoc: an mdoc always carries the device key' }) })
+        // Unbound credentials take no proofs, so a key attestation requirement could never apply.
+        .when('config.keyAttestationsRequired', { is: Joi.exist(), then: Joi.invalid(false).messages({ 'any.invalid': '{{#label}} must be true with config.keyAttestationsRequired: an unbound credential has no key to attest' }) })
         .description('The credential carries the holder key (cnf.jwk / deviceKey). Default true; always true for mso_mdoc'),
     keyChainId: Joi.string().max(255).description('Attestation key chain that signs the credentials'),
     statusManagement: Joi.boolean()

@@ -40,7 +40,7 @@ export const defineStatusListKind = (store: ResourceStore<StatusList>): Resource
     dependsOn: ['Tenant', 'KeyChain', 'CredentialConfig'],
     references: { keyChainId: 'KeyChain', credentialConfigurationId: 'CredentialConfig' },
     id: (spec) => spec.id,
-    location: { dir: 'status-lists' },
+    location: { dir: 'issuance/status-lists' },
     store,
     async check(scope, spec) {
         const existing = await scope.get(statusListKind, spec.id);

@@ -4,6 +4,7 @@ import type { ResourceKind, TenantContext } from '../registry/kind';
 import type { Registry } from '../registry/registry';
 import { TENANT_ID_PATTERN } from '../../resources/tenant';
 import { kindFiles, listTenantFolders, readJsonFile, type FolderFile, type TenantFolder } from './folder';
+import { applyPlan, DocumentProblems, planDocuments, type AppliedImport, type PlanDocument } from './plan';
 import { substitutePlaceholders, type Variables } from './placeholders';
 
 /**
@@ -12,6 +13,9 @@ import { substitutePlaceholders, type Variables } from './placeholders';
  */
 
 export const CONFIG_IMPORT_ACTOR = 'system:config-import';
+
+/** The source a folder import records: replace imports of bundles never delete what the folder wrote. */
+export const FOLDER_SOURCE = 'config-folder';
 
 export interface TenantImportResult {
     tenantId: string;
@@ -56,6 +60,13 @@ interface Prepared {
 class FileProblem extends Error {
     constructor(readonly file: string, message: string) {
         super(`${file}: ${message}`);
+    }
+}
+
+/** A plan with blocked documents: each is a problem of its file. */
+class PlanBlocked extends Error {
+    constructor(readonly problems: FileProblem[]) {
+        super(problems[0]?.message);
     }
 }
 
@@ -162,7 +173,7 @@ const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promi
         return fail([new FileProblem(tenant.name, `folder name is not a valid tenant id (${TENANT_ID_PATTERN.source})`)]);
     }
     const tenantKind = tenantKindOf(registry);
-    const ctx: TenantContext = { tenantId: tenant.name, clientId: CONFIG_IMPORT_ACTOR, roles: [] };
+    const ctx: TenantContext & { tenantId: string } = { tenantId: tenant.name, clientId: CONFIG_IMPORT_ACTOR, roles: [] };
     if (!(await kindFiles(tenant, tenantKind)).length && !(await registry.get(ctx, tenantKind, tenant.name))) {
         const location = 'file' in tenantKind.location ? tenantKind.location.file : tenantKind.location.dir;
         const warning = `${tenant.name}: the tenant does not exist and the folder has no ${location} to create it`;
@@ -172,32 +183,45 @@ const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promi
 
     // The tenant kind goes first whatever the registration order: every other document belongs to the tenant.
     const kinds = [tenantKind, ...registry.ordered().filter((k) => k !== tenantKind)];
-    const { documents, problems } = await prepareTenant(tenant, kinds, options, result.warnings);
+    const { documents: prepared, problems } = await prepareTenant(tenant, kinds, options, result.warnings);
     if (problems.length) {
         return fail(problems);
     }
 
-    const counts = { create: 0, update: 0, unchanged: 0 };
-    const warnings: string[] = [];
-    const generatedSecrets: GeneratedSecret[] = [];
+    // The same plan and apply as a bundle import in mode upsert (lib/config-import/plan.ts), so both paths decide alike.
+    const documents: PlanDocument[] = prepared.map((doc) => ({ kind: doc.kind, version: doc.version, spec: doc.spec, path: doc.file.relative }));
+    const specAt = new Map(prepared.map((doc) => [doc.file.relative, doc.spec]));
+    let applied: AppliedImport;
+    let warnings: string[];
     try {
-        await registry.transaction(async () => {
-            for (const doc of documents) {
-                try {
-                    const written = await registry.write(ctx, doc.kind, doc.spec, { version: doc.version, ownership: 'file-managed', mode: 'upsert' });
-                    counts[written.action]++;
-                    generatedSecrets.push(...Object.values(written.generated ?? {}).map((secret) => ({ kind: doc.kind.kind, id: written.id, secret })));
-                    warnings.push(...written.warnings.map((w) => `${doc.file.relative}: ${w.code}: ${w.message}`));
-                }
-                catch (err) {
-                    throw new FileProblem(doc.file.relative, describe(err, doc.spec));
-                }
+        ({ applied, warnings } = await registry.transaction(async () => {
+            const planned = await planDocuments({ registry, ctx, documents, mode: 'upsert', source: FOLDER_SOURCE, fingerprintInput: null });
+            const blocked = planned.steps.filter((step) => step.action.action === 'blocked');
+            if (blocked.length) {
+                throw new PlanBlocked(blocked.map((step) => new FileProblem(step.path!, `${step.action.code}: ${step.action.message}`)));
             }
-        });
+            const done = await applyPlan({ registry, ctx, planned, failed: (step, err) => new FileProblem(step.path!, describe(err, step.spec)) });
+            const pathOf = new Map(planned.steps.map((step) => [`${step.action.kind}/${step.action.id}`, step.path]));
+            return {
+                applied: done,
+                warnings: planned.plan.warnings.map((w) => `${pathOf.get(w.resource) ?? pathOf.get(`${w.resource}/${w.resource}`) ?? w.resource}: ${w.code}: ${w.message}`)
+            };
+        }));
     }
     catch (err) {
+        if (err instanceof PlanBlocked) {
+            return fail(err.problems);
+        }
+        if (err instanceof DocumentProblems) {
+            return fail(err.details.map((d) => {
+                const file = d.path.split('#')[0]!;
+                return new FileProblem(file, describe(new ValidationError(d.message.slice(file.length + 2)), specAt.get(file)));
+            }));
+        }
         return fail([err instanceof FileProblem ? err : new FileProblem(tenant.name, describe(err))]);
     }
+    const counts = { create: applied.counts.create ?? 0, update: applied.counts.update ?? 0, unchanged: applied.counts.unchanged ?? 0 };
+    const { generatedSecrets } = applied;
     for (const w of warnings) {
         log.warn({ tenant: tenant.name }, w);
     }

@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { Database } from '../db/database';
 import { ConflictError, NotFoundError, ValidationError, joiDetails, type ErrorDetail } from '../errors';
 import { policyRefusal, type OutboundPolicy, type Resolver } from '../outbound';
-import { canonicalJson, diffSpecs } from './diff';
+import { canonicalJson, diffSpecs, type FieldChange } from './diff';
 import { GENERATE, type ExportRequirement, type KindRef, type Ownership, type ResourceKind, type ResourceStore, type StoreScope, type StoredResource, type TenantContext, type UpgradeWarning } from './kind';
 import { tableResourceStore } from './resource-store';
 import { parseSchemaUrl, schemaUrl } from './schema-url';
@@ -49,6 +49,20 @@ export interface ExportResult {
     /** Dependencies before dependents. */
     documents: ExportedDocument[];
     requirements: ExportRequirement[];
+}
+
+/** What `write` would do with an input (see Registry.preview). */
+export interface PreviewResult<T = unknown> {
+    action: 'create' | 'update' | 'unchanged';
+    id: string;
+    /** Validated and upgraded. */
+    spec: T;
+    existing?: StoredResource<T>;
+    /** Changed field paths of an update; secret and write-only values redacted. */
+    changes: FieldChange[];
+    warnings: UpgradeWarning[];
+    /** Why the write would be refused; empty when it would pass. */
+    problems: ErrorDetail[];
 }
 
 export class RegistryError extends Error {
@@ -336,6 +350,54 @@ export class Registry {
         return result;
     }
 
+    /**
+     * What `write` would do with this input, without writing: the action, the changed paths (secrets redacted) and
+     * the problems that would refuse it (MISSING_RESOURCE_REFERENCE, a kind's check such as
+     * STATUS_LIST_LAYOUT_IMMUTABLE). Invalid input throws ValidationError as `write` does. `willExist` names
+     * resources that are not stored yet but will be before this one is written (earlier documents of an import): a
+     * reference to one is not missing, and the kind's check, which may read it, is left to the write.
+     */
+    async preview<T>(ctx: TenantContext, ref: KindRef<T>, input: unknown, options: WriteOptions & { willExist?: (kind: string, id: string) => boolean } = {}): Promise<PreviewResult<T>> {
+        const kind = this.kind(ref);
+        const { spec, warnings } = this.validate(kind, input, options.version ?? kind.version);
+        await this.checkOutboundUrls(kind, spec);
+        const id = this.idOf(kind, spec);
+        return this.db.transaction(async (trx): Promise<PreviewResult<T>> => {
+            const scope = this.scope(ctx, kind, trx, id);
+            const store = this.store(kind);
+            const existing = await store.get(scope, id);
+            const problems: ErrorDetail[] = [];
+            let pending = false;
+            try {
+                await this.checkReferences(trx, scope.tenantId, kind, spec, (target, targetId) => {
+                    const later = options.willExist?.(target, targetId) ?? false;
+                    pending ||= later;
+                    return later;
+                });
+            }
+            catch (err) {
+                problems.push(...(err instanceof ValidationError ? err.details ?? [{ path: '', message: err.message }] : []));
+                if (!(err instanceof ValidationError)) {
+                    throw err;
+                }
+            }
+            if (!pending && !problems.length) {
+                try {
+                    await kind.check?.(scope, spec);
+                }
+                catch (err) {
+                    if (!(err instanceof ValidationError)) {
+                        throw err;
+                    }
+                    problems.push(...err.details ?? [{ path: '', message: err.message }]);
+                }
+            }
+            const changes = existing ? diffSpecs(existing.spec, spec, [...kind.secrets ?? [], ...kind.writeOnly ?? []]) : [];
+            const unchanged = !!existing && await this.sameSpec(scope, store, id, existing.spec, spec);
+            return { action: existing ? (unchanged ? 'unchanged' : 'update') : 'create', id, spec, ...(existing ? { existing } : {}), changes: unchanged ? [] : changes, warnings, problems };
+        });
+    }
+
     /** A new value for every `!generate` field of a spec being created; undefined when there is none. */
     private generate(kind: ResourceKind, spec: unknown): Record<string, string> | undefined {
         const fields = Object.entries(kind.generated ?? {}).filter(([field]) => (spec as Record<string, unknown>)[field] === GENERATE);
@@ -390,7 +452,7 @@ export class Registry {
     }
 
     /** Every reference field must name an existing resource of the tenant (MISSING_RESOURCE_REFERENCE); all are reported. */
-    private async checkReferences(trx: Knex, tenantId: string | null, kind: ResourceKind, spec: unknown): Promise<void> {
+    private async checkReferences(trx: Knex, tenantId: string | null, kind: ResourceKind, spec: unknown, willExist?: (kind: string, id: string) => boolean): Promise<void> {
         if (!tenantId) {
             return;
         }
@@ -401,7 +463,7 @@ export class Registry {
             }
             const target = this.kinds.get(targetName)!;
             for (const { path, value } of valuesAt(spec, field)) {
-                if (typeof value === 'string' && !(await this.store(target).get(this.scopeIn(trx, tenantId, target), value))) {
+                if (typeof value === 'string' && !(await this.store(target).get(this.scopeIn(trx, tenantId, target), value)) && !willExist?.(targetName, value)) {
                     missing.push({ path, target: targetName, id: value });
                 }
             }

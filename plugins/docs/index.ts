@@ -17,6 +17,7 @@ const TAGS: Array<{ name: string; description: string }> = [
     { name: 'issuance', description: 'OpenID4VCI: credential configurations, issuer settings, attribute providers, webhooks and credential offers' },
     { name: 'verification', description: 'OpenID4VP: presentation configurations, trust lists and presentation requests' },
     { name: 'sessions', description: 'Issuance and presentation sessions: search, results, live events, flow logs and retention settings' },
+    { name: 'config-bundles', description: 'Configuration bundles: export a tenant, plan and import a bundle, operation reports' },
     { name: 'schemas', description: 'JSON Schemas of the configuration documents (no token needed)' },
     { name: 'health', description: 'Liveness and database reachability (no token needed)' }
 ];

@@ -24,6 +24,7 @@ import { MetadataService } from './services/metadata';
 import { CredentialRequestDecryption } from './services/encryption';
 import { NotificationService } from './services/notifications';
 import { OfferService } from './services/offers';
+import { ProofVerifier } from './services/proofs';
 import { TokenEndpoint } from './services/tokens';
 
 declare module '@hapi/hapi' {
@@ -98,12 +99,14 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const offers = new OfferService({ publicUrl, sessionTtl: server.plugins['hallmark-sessions'].defaultTtl, issuer, sessions, registry, log, subjectKey });
         // DPoP nonces are derived from the service secret, so every replica accepts them.
         const dpop = new DpopVerifier(singleUse, { nonceSecret: Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'dpop-nonce/v1', 32)) });
-        const clientAttestation = new ClientAttestationVerifier({ trust: new TrustAnchors({ registry }), singleUse });
+        // One cache of the tenants' trust lists for wallet attestations and key attestations.
+        const trust = new TrustAnchors({ registry });
+        const clientAttestation = new ClientAttestationVerifier({ trust, singleUse });
         server.expose('clientAttestation', clientAttestation);
         const clients = new ClientAuthenticator({ publicUrl, issuer, attestation: clientAttestation });
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop, clients });
         const authorization = new AuthorizationService({ publicUrl, issuer, sessions, offers, singleUse, dpop, clients, secret: Buffer.from(nonceSecret) });
-        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, statusProvider: () => statusProvider });
+        const credentials = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, proofs: new ProofVerifier({ publicUrl, singleUse, trust }), statusProvider: () => statusProvider });
         const notifications = new NotificationService({ outbound, sessions, log });
         const requestDecryption = new CredentialRequestDecryption(Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'credential-request-encryption/v1', 32)));
         const metadata = new MetadataService({ publicUrl, issuer, requestDecryption });

@@ -44,7 +44,8 @@ const RELEASED = [
     '20261125_0007_client_lockout_in_memory',
     '20261126_0008_status_lists',
     '20261126_0009_status_allocations',
-    '20261126_0010_status_token_forms'
+    '20261126_0010_status_token_forms',
+    '20261126_0012_config_bundles'
 ];
 
 describe('plugin migrations', () => {
@@ -56,7 +57,7 @@ describe('plugin migrations', () => {
         const names = async (...plugins: string[]) => (await manifestMigrations(defaultManifestOnly('subset', ...plugins))).map((m) => m.name);
         expect(await names('hallmark-core')).to.equal(['20261125_0001_foundation']);
         expect(await names('hallmark-core', 'hallmark-oauth2')).to.equal(['20261125_0001_foundation', '20261125_0002_auth', '20261125_0007_client_lockout_in_memory']);
-        expect(await names('hallmark-core', 'hallmark-oauth2', 'hallmark-sessions')).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms'].includes(n)));
+        expect(await names('hallmark-core', 'hallmark-oauth2', 'hallmark-sessions')).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms', '20261126_0012_config_bundles'].includes(n)));
     });
 });
 
@@ -72,7 +73,7 @@ for (const dialect of DIALECTS) {
                 for (const table of ['kms_db_keys', 'key_chain_keys', 'tenant_cas']) {
                     expect(await knex.schema.hasTable(table), table).to.be.false();
                 }
-                expect((await knex('knex_migrations').orderBy('name').pluck('name'))).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms'].includes(n)));
+                expect((await knex('knex_migrations').orderBy('name').pluck('name'))).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms', '20261126_0012_config_bundles'].includes(n)));
             }
             finally {
                 await t.stop();

@@ -112,8 +112,6 @@ for (const dialect of DIALECTS) {
             const statusLists = (path: string) => ({ path, message: `"${path}": token status lists are not available in this deployment (the status plugin is not loaded)` });
             await refused('POST', '/api/issuer/credentials', { ...pid, id: 'pid-status', statusManagement: true }, [statusLists('statusManagement')]);
             await refused('POST', '/api/issuer/credentials', { ...pid, id: 'pid-status', status: { enabled: true } }, [statusLists('status.enabled')]);
-            await refused('PATCH', '/api/issuer/credentials/pid', { config: { ...pid.config, keyAttestationsRequired: { key_storage: ['iso_18045_high'] } } }, [{ path: 'config.keyAttestationsRequired', message: '"config.keyAttestationsRequired": key attestations are not available yet' }]);
-            await refused('PATCH', '/api/issuer/credentials/pid', { config: { ...pid.config, proofTypesSupported: ['attestation'] } }, [{ path: 'config.proofTypesSupported', message: '"config.proofTypesSupported": the attestation proof type is not available yet' }]);
             const mdl = { id: 'mdl-unbound', config: { format: 'mso_mdoc', docType: 'org.iso.18013.5.1.mDL', display: [{ locale: 'en', name: 'mDL' }] }, fields: [{ path: ['org.iso.18013.5.1', 'given_name'], type: 'string' }], keyChainId: 'issuer', keyBinding: false };
             await refused('POST', '/api/issuer/credentials', mdl, [{ path: 'keyBinding', message: '"keyBinding" must be true for mso_mdoc: an mdoc always carries the device key' }]);
             // Switched off, they are accepted.
@@ -135,12 +133,12 @@ for (const dialect of DIALECTS) {
                     Fs.writeFileSync(path, JSON.stringify(document));
                 };
                 edit('issuance/credentials/mdl.json', (spec) => (spec.keyBinding = false));
-                edit('issuance/credentials/pid.json', (spec) => (spec.config.proofTypesSupported = ['attestation']));
+                edit('issuance/credentials/pid.json', (spec) => (spec.config.keyAttestationsRequired = { key_storage: [] }));
                 const report = await importConfigFolder({ folder, registry: t.server.registry, log: Pino({ level: 'silent' }), variables: {}, unresolvedPlaceholders: 'warn' });
                 const [result] = report.tenants;
                 expect(result).to.include({ tenantId: 'refused', status: 'failed', created: 0 });
                 expect(result!.error).to.contain('"keyBinding" must be true for mso_mdoc');
-                expect(result!.error).to.contain('"config.proofTypesSupported": the attestation proof type is not available yet');
+                expect(result!.error).to.contain('"config.keyAttestationsRequired.key_storage" must contain at least 1 items');
                 const root = await rootToken(t.server);
                 expect((await t.server.inject({ url: '/api/tenants/refused', headers: bearer(root) })).statusCode).to.equal(404);
             }
@@ -149,15 +147,14 @@ for (const dialect of DIALECTS) {
             }
         });
 
-        it('publishes proof_types_supported as configured (jwt when absent), and none without key binding', async () => {
+        it('publishes proof_types_supported as configured (jwt and attestation when absent), and none without key binding', async () => {
             const configured = await t.server.inject({ method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin), payload: { ...pid, id: 'pid-jwt', config: { ...pid.config, proofTypesSupported: ['jwt'] } } });
             expect(configured.statusCode, configured.payload).to.equal(201);
             const unbound = await t.server.inject({ method: 'POST', url: '/api/issuer/credentials', headers: bearer(admin), payload: { ...pid, id: 'pid-unbound', keyBinding: false } });
             expect(unbound.statusCode, unbound.payload).to.equal(201);
             const supported = ((await t.server.inject('/.well-known/openid-credential-issuer/issuers/acme')).result as any).credential_configurations_supported;
-            for (const id of ['pid', 'pid-jwt']) {
-                expect(supported[id].proof_types_supported, id).to.equal({ jwt: { proof_signing_alg_values_supported: ['ES256'] } });
-            }
+            expect(supported.pid.proof_types_supported).to.equal({ jwt: { proof_signing_alg_values_supported: ['ES256'] }, attestation: { proof_signing_alg_values_supported: ['ES256'] } });
+            expect(supported['pid-jwt'].proof_types_supported).to.equal({ jwt: { proof_signing_alg_values_supported: ['ES256'] } });
             expect(supported['pid-unbound'].proof_types_supported).to.not.exist();
         });
 

@@ -3,7 +3,7 @@ import { expect } from '@hapi/code';
 import type { ResourceKind } from '../../lib/registry/kind';
 import { REDACTED, redactSecrets } from '../../lib/registry/secrets';
 import { attributeProviderKind, type AttributeProvider } from '../../resources/attribute-provider';
-import { credentialConfigKind, type CredentialConfig, type EmbeddedDisclosurePolicy } from '../../resources/credential-config';
+import { credentialConfigKind, type CredentialConfig, type EmbeddedDisclosurePolicy, type ProofType } from '../../resources/credential-config';
 import { issuanceConfigKind } from '../../resources/issuance-config';
 import { webhookEndpointKind, type WebhookEndpoint } from '../../resources/webhook-endpoint';
 import { validationRegistry, variant } from '../helpers/kind-validation';
@@ -147,8 +147,7 @@ describe('CredentialConfig', () => {
         });
         expect(spec.keyBinding).to.equal(true);
         expect(spec.sdJwtTrustFormat).to.equal('x5c');
-        // The attestation proof type is not built yet.
-        expect(spec.config.proofTypesSupported).to.equal(['jwt']);
+        expect(spec.config.proofTypesSupported).to.equal(['jwt', 'attestation']);
         expect(spec.fields[0]).to.contain({ mandatory: false, disclosable: false });
         expect(spec.fields[0]!.children![0]).to.contain({ mandatory: false, disclosable: false });
         // bits stays open so that the tenant's status-list default can apply.
@@ -238,15 +237,12 @@ describe('CredentialConfig', () => {
         // (test/plugins/status-issuance.ts); the schema itself accepts it.
         expect(valid(credentialConfigKind, { ...pid, statusManagement: true, status: { enabled: true, bits: 2, credentialConfigurationBound: true } }).status).to.equal({ enabled: true, bits: 2, credentialConfigurationBound: true });
         expect(valid(credentialConfigKind, { ...pid, statusManagement: undefined, status: { enabled: true } }).status).to.equal({ enabled: true, credentialConfigurationBound: false });
+        // Key attestations and the attestation proof type are enforced at the credential endpoint (test/plugins/oid4vci-key-attestation.ts).
         for (const keyAttestationsRequired of [{ key_storage: ['iso_18045_high'], user_authentication: ['iso_18045_high'] }, {}]) {
-            expect(problems(credentialConfigKind, variant(pid, (c) => (c.config.keyAttestationsRequired = keyAttestationsRequired)))).to.equal([
-                { path: 'config.keyAttestationsRequired', message: '"config.keyAttestationsRequired": key attestations are not available yet' }
-            ]);
+            expect(valid(credentialConfigKind, variant(pid, (c) => (c.config.keyAttestationsRequired = keyAttestationsRequired))).config.keyAttestationsRequired).to.equal(keyAttestationsRequired);
         }
-        for (const proofTypesSupported of [['attestation'], ['jwt', 'attestation'], ['attestation', 'jwt']]) {
-            expect(problems(credentialConfigKind, variant(pid, (c) => (c.config.proofTypesSupported = proofTypesSupported)))).to.equal([
-                { path: 'config.proofTypesSupported', message: '"config.proofTypesSupported": the attestation proof type is not available yet' }
-            ]);
+        for (const proofTypesSupported of [['attestation'], ['jwt', 'attestation'], ['attestation', 'jwt']] as ProofType[][]) {
+            expect(valid(credentialConfigKind, variant(pid, (c) => (c.config.proofTypesSupported = proofTypesSupported))).config.proofTypesSupported).to.equal(proofTypesSupported);
         }
         expect(valid(credentialConfigKind, variant(pid, (c) => (c.config.proofTypesSupported = ['jwt']))).config.proofTypesSupported).to.equal(['jwt']);
         const off = valid(credentialConfigKind, { ...pid, statusManagement: false, status: { enabled: false } });

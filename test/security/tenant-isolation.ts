@@ -1,9 +1,12 @@
+import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import type Hapi from '@hapi/hapi';
 import * as Lab from '@hapi/lab';
 import { bearer, clientWithToken, createClient, createTenant, rootToken, tenantSnapshot, type CreatedClient } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { startTestServer, type TestServer } from '../helpers/server';
+import { BundleOperationModel } from '../../plugins/bundles/models';
+import { trustListKind } from '../../resources/trust-list';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -36,6 +39,8 @@ interface Fixtures {
     statusListId: string;
     presentationConfigId: string;
     sessionId: string;
+    /** A bundle import whose process died: still running, holding no process. */
+    runningImportId: string;
 }
 
 const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: string, suffix: string): Promise<Fixtures> => {
@@ -66,7 +71,12 @@ const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: s
     await create('/api/verifier/config', { id: ids.presentationConfigId, dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] } });
     // A finished session: its event stream answers one event and closes, so inject returns.
     const session = await server.sessions.create({ tenantId, type: 'issuance', status: 'completed' });
-    return { tenantId, clientId, keyChainId: spareKeyChainId, signingKeyChainId: keyChainId, ...ids, sessionId: session.id };
+    // The bundle routes: a file-managed resource to detach, an interrupted import to acknowledge.
+    const trustList = await server.registry.get({ tenantId, clientId: 'system:test', roles: [] }, trustListKind, ids.trustListId);
+    await server.registry.write({ tenantId, clientId: 'system:test', roles: [] }, trustListKind, trustList!.spec, { ownership: 'file-managed' });
+    const runningImportId = Crypto.randomUUID();
+    await server.db.model(BundleOperationModel).query().insert({ id: runningImportId, tenantId, type: 'import', mode: 'upsert', status: 'running', actor: 'system:test', startedAt: new Date().toISOString(), finishedAt: null, summary: {} });
+    return { tenantId, clientId, keyChainId: spareKeyChainId, signingKeyChainId: keyChainId, ...ids, sessionId: session.id, runningImportId };
 };
 
 /** Path → the values of its parameters, taken from a tenant's fixtures. Every parameterised route must be here. */
@@ -83,7 +93,20 @@ const TARGETS: Record<string, (f: Fixtures) => Record<string, string>> = {
     '/api/verifier/config/{id}': (f) => ({ id: f.presentationConfigId }),
     '/api/session/{id}': (f) => ({ id: f.sessionId }),
     '/api/session/{id}/events': (f) => ({ id: f.sessionId }),
-    '/api/session/{id}/logs': (f) => ({ id: f.sessionId })
+    '/api/session/{id}/logs': (f) => ({ id: f.sessionId }),
+    '/api/config-bundles/operations/{id}': (f) => ({ id: f.runningImportId }),
+    '/api/config-bundles/operations/{id}/acknowledge-interruption': (f) => ({ id: f.runningImportId }),
+    '/api/config-bundles/resources/{kind}/{id}/detach': (f) => ({ kind: 'TrustList', id: f.trustListId })
+};
+
+/** "METHOD path" → the query a route needs beyond its path (a confirmation flag). */
+const QUERIES: Record<string, string> = {
+    'POST /api/config-bundles/operations/{id}/acknowledge-interruption': 'confirmWorkerStopped=true'
+};
+
+const withQuery = (url: string, ...parts: string[]) => {
+    const query = parts.filter(Boolean).join('&');
+    return query ? `${url}?${query}` : url;
 };
 
 /** "METHOD path" → a valid body (null: the route takes none). Every POST, PUT and PATCH route of TARGETS must be here. */
@@ -96,7 +119,9 @@ const BODIES: Record<string, unknown> = {
     'PATCH /api/issuer/attribute-providers/{id}': { description: 'taken over' },
     'PATCH /api/issuer/webhook-endpoints/{id}': { name: 'taken over' },
     'PATCH /api/trust-lists/{id}': { description: 'taken over' },
-    'PATCH /api/verifier/config/{id}': { description: 'taken over' }
+    'PATCH /api/verifier/config/{id}': { description: 'taken over' },
+    'POST /api/config-bundles/operations/{id}/acknowledge-interruption': null,
+    'POST /api/config-bundles/resources/{kind}/{id}/detach': null
 };
 
 const scopesOf = (route: Hapi.RequestRoute): string[] => {
@@ -159,8 +184,8 @@ for (const dialect of DIALECTS) {
                 const key = `${route.method.toUpperCase()} ${route.path}`;
                 const payload = BODIES[key] ?? undefined;
                 const url = fill(route.path, target(fixturesA));
-                for (const query of ['', `?tenantId=${fixturesA.tenantId}`]) {
-                    const res = await t.server.inject({ method: route.method, url: `${url}${query}`, headers: bearer(adminB.token), ...(payload ? { payload: payload as object } : {}) });
+                for (const query of ['', `tenantId=${fixturesA.tenantId}`]) {
+                    const res = await t.server.inject({ method: route.method, url: withQuery(url, QUERIES[key] ?? '', query), headers: bearer(adminB.token), ...(payload ? { payload: payload as object } : {}) });
                     // With ?tenantId a route that does not take it may refuse the query (400); never anything else.
                     const allowed = query ? [400, 404] : [404];
                     if (!allowed.includes(res.statusCode)) {
@@ -183,7 +208,7 @@ for (const dialect of DIALECTS) {
                 const key = `${route.method.toUpperCase()} ${route.path}`;
                 const own = await makeFixtures(t.server, adminB.token, 'iso-b', `-${++n}`);
                 const payload = BODIES[key] ?? undefined;
-                const res = await t.server.inject({ method: route.method, url: fill(route.path, target(own)), headers: bearer(adminB.token), ...(payload ? { payload: payload as object } : {}) });
+                const res = await t.server.inject({ method: route.method, url: withQuery(fill(route.path, target(own)), QUERIES[key] ?? ''), headers: bearer(adminB.token), ...(payload ? { payload: payload as object } : {}) });
                 if (res.statusCode < 200 || res.statusCode > 204) {
                     offending.push(`${key}: ${res.statusCode} ${res.payload.slice(0, 200)}`);
                 }

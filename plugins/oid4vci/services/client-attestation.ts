@@ -4,8 +4,7 @@ import type { JWK } from 'jose';
 import type { SingleUseStore } from '../../../lib/db/single-use';
 import { OAuthError } from '../../../lib/errors';
 import { jwkThumbprint } from '../../../lib/oauth/dpop';
-import { VerificationFailure } from '../../../lib/verify/failures';
-import { verifyCertificateChain, type TrustAnchor } from '../../../lib/verify/trust';
+import { isObject, verifiedClaims as verifiedClaimsOf, walletProviderKey, type WalletProviderTrust } from './wallet-provider-trust';
 
 /**
  * OAuth 2.0 Attestation-Based Client Authentication (draft-ietf-oauth-attestation-based-client-auth) as HAIP 1.0
@@ -49,19 +48,7 @@ const challengeKey = (challenge: string) => `client-attestation-challenge:${chal
 
 const invalidClient = (description: string) => new OAuthError(400, 'invalid_client', description);
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-    typeof value === 'object' && value !== null && !Array.isArray(value);
-
 const isNumericDate = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
-
-/** What a failed x5c check tells the wallet: the reason, never another tenant's or list's details. */
-const TRUST_FAILURES: Record<string, string> = {
-    x5c_missing: 'The wallet attestation has no x5c certificate chain',
-    no_trust_chain_to_root: 'The wallet attestation\'s x5c does not chain to a wallet provider this issuer trusts',
-    trust_chain_not_trusted: 'The wallet attestation\'s x5c chains to a trust list entry that is not a wallet provider',
-    certificate_expired: 'A certificate of the wallet attestation\'s x5c is expired or not yet valid',
-    trust_list_unavailable: 'The trust lists of this issuer cannot be loaded, so no wallet attestation can be verified'
-};
 
 export interface ClientAttestationInput {
     tenantId: string;
@@ -87,7 +74,7 @@ export interface AuthenticatedClient {
 
 export interface ClientAttestationDeps {
     /** The trust anchors of a tenant (every trust list entry; only wallet-provider ones are accepted here). */
-    trust: { forQuery(tenantId: string, trustedAuthorities: undefined): Promise<TrustAnchor[]> };
+    trust: WalletProviderTrust;
     singleUse: SingleUseStore;
     /** Allowed clock difference for exp, iat and nbf, seconds (default 30). */
     skewSeconds?: number;
@@ -177,19 +164,7 @@ export class ClientAttestationVerifier {
         }
         const alg = allowedAlg(header.alg, 'wallet attestation');
 
-        let leafPublicKey: Crypto.KeyObject;
-        try {
-            // Every anchor of the tenant goes in, so a chain to another entry is told apart from one to none.
-            const anchors = await this.deps.trust.forQuery(tenantId, undefined);
-            ({ leafPublicKey } = await verifyCertificateChain(header.x5c as string[] | undefined, anchors, new Date(now * 1000), { serviceTypes: ['wallet-provider'], anchorExcluded: true }));
-        }
-        catch (err) {
-            if (!(err instanceof VerificationFailure)) {
-                throw err;
-            }
-            const known = err.code && err.code !== 'verification_error' ? TRUST_FAILURES[err.code] : undefined;
-            throw invalidClient(known ?? `The wallet attestation's x5c is not acceptable: ${err.detail ?? err.message}`);
-        }
+        const leafPublicKey = await walletProviderKey(this.deps.trust, tenantId, header.x5c, new Date(now * 1000), 'wallet attestation', invalidClient);
 
         const claims = await verifiedClaims(jwt, leafPublicKey, alg, 'wallet attestation', 'its x5c leaf certificate');
         const { sub, exp, iat, nbf, cnf } = claims;
@@ -323,27 +298,5 @@ const allowedAlg = (alg: unknown, what: string): string => {
 };
 
 /** The JWS's claims once its signature verifies with `key` under `alg`. */
-const verifiedClaims = async (jwt: string, key: Crypto.KeyObject, alg: string, what: string, keyName: string): Promise<Record<string, unknown>> => {
-    let payload: Uint8Array;
-    try {
-        ({ payload } = await Jose.compactVerify(jwt, key, { algorithms: [alg] }));
-    }
-    catch (err) {
-        if (err instanceof Jose.errors.JWSSignatureVerificationFailed) {
-            throw invalidClient(`The ${what} signature does not verify with ${keyName}`);
-        }
-        // jose's own words: an alg that does not fit the key, an unknown crit parameter, ...
-        throw invalidClient(`The ${what} cannot be verified with ${keyName}: ${(err as Error).message}`);
-    }
-    let claims: unknown;
-    try {
-        claims = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(payload));
-    }
-    catch {
-        throw invalidClient(`The ${what} payload is not JSON`);
-    }
-    if (!isObject(claims)) {
-        throw invalidClient(`The ${what} payload is not a JSON object`);
-    }
-    return claims;
-};
+const verifiedClaims = (jwt: string, key: Crypto.KeyObject, alg: string, what: string, keyName: string): Promise<Record<string, unknown>> =>
+    verifiedClaimsOf(jwt, key, alg, what, keyName, invalidClient);

@@ -17,18 +17,13 @@ import { issueSdJwtVc } from '../formats/sd-jwt';
 import { systemContext, tenantUrl, type Issuer } from '../issuer';
 import { responseEncryptionOf } from './encryption';
 import type { ClaimSource } from './offers';
-
-export const C_NONCE_TTL_SECONDS = 300;
-const PROOF_MAX_AGE_SECONDS = 300;
-const PROOF_FUTURE_SKEW_SECONDS = 60;
+import type { ProofRequest, ProofVerifier } from './proofs';
 
 const credentialError = (error: string, description: string) => new OAuthError(400, error, description);
 
-export interface CredentialRequest {
+export interface CredentialRequest extends ProofRequest {
     credential_configuration_id?: string;
     credential_identifier?: string;
-    proof?: { proof_type?: string; jwt?: string };
-    proofs?: { jwt?: string[]; attestation?: string[] };
     credential_response_encryption?: unknown;
 }
 
@@ -68,12 +63,6 @@ export interface CredentialStatusProvider {
     supersede(request: { tenantId: string; credentialConfigurationId: string; subjectHash: string; issued: StatusAllocation[] }): Promise<number>;
 }
 
-const nonceKey = (nonce: string) => `c_nonce:${nonce}`;
-/** The shape of the nonces this service issues (24 random bytes, base64url): anything else was never issued. */
-const ISSUED_NONCE = /^[A-Za-z0-9_-]{32}$/;
-
-const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'];
-
 /** The credential endpoint: proofs, claims, formats, and the session's move from active to fetched. */
 export class CredentialService {
     constructor(private readonly deps: {
@@ -85,14 +74,13 @@ export class CredentialService {
         signing: SigningService;
         registry: Registry;
         log: Logger;
+        proofs: ProofVerifier;
         /** The registered status provider, if any (it registers after this service is made). */
         statusProvider: () => CredentialStatusProvider | undefined;
     }) {}
 
     async nonce(tenantId: string): Promise<string> {
-        const nonce = Crypto.randomBytes(24).toString('base64url');
-        await this.deps.singleUse.issue(tenantId, nonceKey(nonce), C_NONCE_TTL_SECONDS);
-        return nonce;
+        return this.deps.proofs.nonce(tenantId);
     }
 
     async issue(session: LiveSession<'issuance'>, body: CredentialRequest, log: SessionLogger): Promise<{ credentials: Array<{ credential: string }>; notification_id: string }> {
@@ -115,7 +103,7 @@ export class CredentialService {
             throw credentialError('unknown_credential_configuration', `Credential configuration ${configId} was not offered in this session`);
         }
         const settings = await issuer.settings(tenantId);
-        const holderKeys = credential.keyBinding === false ? [undefined] : await this.holderKeys(tenantId, body, settings.batchSize);
+        const holderKeys = credential.keyBinding === false ? [undefined] : await this.deps.proofs.holderKeys(tenantId, tenantUrl(this.deps.publicUrl, tenantId), body, { ...credential.config, batchSize: settings.batchSize });
 
         const claims = await this.claims(session, credential);
         const keyChainId = await issuer.signingKeyChain(tenantId, credential);
@@ -143,96 +131,6 @@ export class CredentialService {
         await this.deps.sessions.mutateData<'issuance'>(session, (current) => ({ ...current, issued: [...current.issued, entry] }), {}, { advance: { from: 'active', to: 'fetched' } });
         log.info({ event: 'credential_issued', credentialConfigurationId: configId, format: credential.config.format, count: credentials.length }, 'credential issued');
         return { credentials, notification_id: notificationId };
-    }
-
-    /** Verified proof keys, one per distinct key; the proofs' nonce is consumed once. */
-    private async holderKeys(tenantId: string, body: CredentialRequest, batchSize: number): Promise<Jose.JWK[]> {
-        if (body.proof && body.proofs) {
-            throw credentialError('invalid_credential_request', 'Send either proof or proofs, not both');
-        }
-        if (body.proofs?.attestation) {
-            throw credentialError('invalid_proof', 'The attestation proof type is not accepted here');
-        }
-        if (body.proof && body.proof.proof_type !== 'jwt') {
-            throw credentialError('invalid_proof', 'Only the jwt proof type is supported');
-        }
-        if (body.proofs !== undefined && (typeof body.proofs !== 'object' || body.proofs === null || (body.proofs.jwt !== undefined && !Array.isArray(body.proofs.jwt)))) {
-            throw credentialError('invalid_credential_request', 'proofs.jwt must be an array of JWTs');
-        }
-        const jwts = body.proofs?.jwt ?? (body.proof?.jwt ? [body.proof.jwt] : []);
-        if (jwts.some((jwt) => typeof jwt !== 'string')) {
-            throw credentialError('invalid_proof', 'Every proof must be a JWT string');
-        }
-        if (!jwts.length) {
-            throw credentialError('invalid_proof', 'A proof of possession of the holder key is required');
-        }
-        if (jwts.length > batchSize) {
-            throw credentialError('invalid_credential_request', `At most ${batchSize} proofs may be sent`);
-        }
-        const audience = tenantUrl(this.deps.publicUrl, tenantId);
-        const verified = await Promise.all(jwts.map((jwt) => this.verifyProof(jwt, audience)));
-        for (const nonce of new Set(verified.map((v) => v.nonce))) {
-            if (!ISSUED_NONCE.test(nonce) || !(await this.deps.singleUse.consume(tenantId, nonceKey(nonce)))) {
-                throw credentialError('invalid_nonce', 'The proof nonce is unknown, expired or already used; get a fresh one from the nonce endpoint');
-            }
-        }
-        const distinct = new Map<string, Jose.JWK>();
-        for (const { jwk } of verified) {
-            distinct.set(`${jwk.x}.${jwk.y}`, jwk);
-        }
-        return [...distinct.values()];
-    }
-
-    private async verifyProof(jwt: string, audience: string): Promise<{ jwk: Jose.JWK; nonce: string }> {
-        let header: Jose.ProtectedHeaderParameters;
-        try {
-            header = Jose.decodeProtectedHeader(jwt);
-        }
-        catch {
-            throw credentialError('invalid_proof', 'The proof is not a JWT');
-        }
-        if (header.typ !== 'openid4vci-proof+jwt') {
-            throw credentialError('invalid_proof', 'The proof typ must be openid4vci-proof+jwt');
-        }
-        if (header.alg !== 'ES256') {
-            throw credentialError('invalid_proof', 'The proof must be signed with ES256');
-        }
-        // The header is the wallet's JSON: jwk may be any value, not only an object.
-        const jwk: unknown = header.jwk;
-        if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk) || header.kid || header.x5c) {
-            throw credentialError('invalid_proof', 'The proof must carry the holder key as jwk (kid and x5c are not supported)');
-        }
-        const holderJwk = jwk as Jose.JWK;
-        if (PRIVATE_MEMBERS.some((m) => m in holderJwk) || holderJwk.kty !== 'EC' || holderJwk.crv !== 'P-256') {
-            throw credentialError('invalid_proof', 'The proof jwk must be a public EC P-256 key');
-        }
-        // node:crypto directly: importing the key through WebCrypto cost more than the signature check itself.
-        const [encodedHeader, encodedPayload, signature] = jwt.split('.');
-        let payload: Jose.JWTPayload;
-        try {
-            const key = Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: holderJwk.x, y: holderJwk.y } as Crypto.JsonWebKey, format: 'jwk' });
-            const valid = Crypto.verify('sha256', Buffer.from(`${encodedHeader}.${encodedPayload}`), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(signature ?? '', 'base64url'));
-            payload = valid ? JSON.parse(Buffer.from(encodedPayload!, 'base64url').toString('utf8')) : undefined as never;
-            if (!valid || !payload || typeof payload !== 'object') {
-                throw new Error('bad signature');
-            }
-        }
-        catch {
-            throw credentialError('invalid_proof', 'The proof signature is not valid');
-        }
-        const aud = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
-        if (!aud.includes(audience)) {
-            throw credentialError('invalid_proof', 'The proof audience must be the credential issuer');
-        }
-        const now = Math.floor(Date.now() / 1000);
-        if (typeof payload.iat !== 'number' || payload.iat < now - PROOF_MAX_AGE_SECONDS || payload.iat > now + PROOF_FUTURE_SKEW_SECONDS) {
-            throw credentialError('invalid_proof', 'The proof iat is missing or outside the accepted window');
-        }
-        if (typeof payload.nonce !== 'string') {
-            throw credentialError('invalid_nonce', 'The proof must carry the c_nonce from the nonce endpoint');
-        }
-        const { kty, crv, x, y } = holderJwk;
-        return { jwk: { kty, crv, x, y }, nonce: payload.nonce };
     }
 
     /** Claims from the offer, else from the attribute provider, with field defaults; mandatory ones must be there. */

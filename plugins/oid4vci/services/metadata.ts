@@ -1,9 +1,10 @@
-import type { ClaimField, CredentialConfig } from '../../../resources/credential-config';
+import { PROOF_TYPES, type ClaimField, type CredentialConfig } from '../../../resources/credential-config';
 import { flattenFields } from '../formats/claims';
 import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
 import { ATTEST_JWT_CLIENT_AUTH, clientAttestationMetadata } from './client-attestation';
 import { responseEncryptionMetadata, type CredentialRequestDecryption } from './encryption';
 import { AUTHORIZATION_CODE_GRANT, PRE_AUTHORIZED_GRANT } from './offers';
+import { PROOF_SIGNING_ALGORITHMS } from './proofs';
 import { REFRESH_TOKEN_GRANT } from './tokens';
 
 type Metadata = Record<string, unknown>;
@@ -22,6 +23,16 @@ export const credentialClaimPaths = (credential: CredentialConfig): Array<Array<
 const claimsMetadata = (credential: CredentialConfig) =>
     claimFields(credential).map((f) => ({ path: f.path, ...(f.mandatory ? { mandatory: true } : {}), ...(f.display?.length ? { display: f.display } : {}) }));
 
+/**
+ * The accepted proof types (both when a configuration predates the setting), each with the key attestation levels
+ * the credential endpoint enforces (OpenID4VCI key_attestations_required; an empty object: any key attestation).
+ */
+const proofTypesMetadata = ({ proofTypesSupported, keyAttestationsRequired }: CredentialConfig['config']) =>
+    Object.fromEntries((proofTypesSupported ?? PROOF_TYPES).map((type) => [type, {
+        proof_signing_alg_values_supported: [...PROOF_SIGNING_ALGORITHMS],
+        ...(keyAttestationsRequired ? { key_attestations_required: keyAttestationsRequired } : {})
+    }]));
+
 const configurationMetadata = (credential: CredentialConfig) => {
     const mdoc = credential.config.format === 'mso_mdoc';
     const bound = credential.keyBinding !== false;
@@ -34,9 +45,7 @@ const configurationMetadata = (credential: CredentialConfig) => {
         ...(bound
             ? {
                 cryptographic_binding_methods_supported: mdoc ? ['cose_key'] : ['jwk'],
-                // As configured; the schema refuses the types this issuer cannot verify yet.
-                proof_types_supported: Object.fromEntries((credential.config.proofTypesSupported ?? ['jwt'])
-                    .map((type) => [type, { proof_signing_alg_values_supported: ['ES256'] }]))
+                proof_types_supported: proofTypesMetadata(credential.config)
             }
             : {}),
         credential_metadata: {

@@ -248,7 +248,7 @@ for (const dialect of DIALECTS) {
                 expect(res.statusCode, `${label}: ${res.payload}`).to.equal(400);
                 expect((res.result as any).error, `${label}: ${res.payload}`).to.equal(error);
             }
-            for (const [label, payload] of [['broken JSON', '{"credential_configuration_id":'], ['JSON null', 'null'], ['JSON string', '"pid"'], ['empty', '']]) {
+            for (const [label, payload] of [['broken JSON', '{"credential_configuration_id":'], ['JSON null', 'null'], ['JSON string', '"pid"'], ['empty', ''], ['__proto__ member', '{"credential_configuration_id":"pid","__proto__":{"polluted":true}}'], ['nested __proto__', '{"proofs":{"__proto__":{"jwt":["x"]}}}']]) {
                 const res = await t.server.inject({ method: 'POST', url: '/issuers/acme/vci/credential', headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' }, payload });
                 expect(res.statusCode, `${label}: ${res.payload}`).to.equal(400);
                 expect((res.result as any).error, label).to.equal('invalid_credential_request');

@@ -155,10 +155,16 @@ export class CredentialRequestDecryption {
         }
         let request: unknown;
         try {
-            request = JSON.parse(json);
+            // As hapi's own parser does: a __proto__ member is refused, never carried into later object spreads.
+            request = JSON.parse(json, (key, value: unknown) => {
+                if (key === '__proto__') {
+                    throw new Error('__proto__');
+                }
+                return value;
+            });
         }
         catch {
-            throw new OAuthError(400, 'invalid_credential_request', encrypted ? 'The decrypted credential request is not JSON' : 'The credential request is not JSON');
+            throw new OAuthError(400, 'invalid_credential_request', encrypted ? 'The decrypted credential request is not JSON' : 'The credential request is not JSON (or has a __proto__ member)');
         }
         if (!isObject(request)) {
             throw new OAuthError(400, 'invalid_credential_request', 'The credential request must be a JSON object');

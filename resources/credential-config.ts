@@ -520,6 +520,30 @@ const checkMdocFields = (fields: ClaimField[], helpers: Joi.CustomHelpers): Clai
     return errors.length ? errors as unknown as Joi.ErrorReport : fields;
 };
 
+const SD_JWT_ISSUER_CLAIM = 'credentialConfig.sdJwtIssuerClaim';
+
+/** Top-level claims of an SD-JWT VC that the issuer sets itself (or that hold its disclosures): no field may name one. */
+const SD_JWT_ISSUER_CLAIMS = new Set(['iss', 'vct', 'vct#integrity', 'iat', 'nbf', 'exp', 'cnf', 'status', '_sd', '_sd_alg']);
+
+/**
+ * An SD-JWT VC field at one of SD_JWT_ISSUER_CLAIMS would be overwritten by the issuer's own claim or, disclosable,
+ * make every issuance fail (a protected claim cannot be a disclosure): refused when the configuration is stored.
+ */
+const checkSdJwtFields = (fields: ClaimField[], helpers: Joi.CustomHelpers): ClaimField[] | Joi.ErrorReport => {
+    const root = helpers.state.ancestors?.[0] as Partial<CredentialConfig> | undefined;
+    if (root?.config?.format === 'mso_mdoc' || !Array.isArray(fields)) {
+        return fields;
+    }
+    const errors = errorsArray(helpers);
+    fields.forEach((field: Partial<ClaimField> | null, i) => {
+        const name = Array.isArray(field?.path) ? field.path[0] : undefined;
+        if (typeof name === 'string' && SD_JWT_ISSUER_CLAIMS.has(name)) {
+            errors.push(helpers.error(SD_JWT_ISSUER_CLAIM, { claim: name }, stateAt(helpers, i, 'path')));
+        }
+    });
+    return errors.length ? errors as unknown as Joi.ErrorReport : fields;
+};
+
 const vctMetadataKeys = {
     vct: Joi.string().min(1).max(2048),
     name: Joi.string().max(255),
@@ -635,7 +659,9 @@ export const credentialConfigSchema = Joi.object<CredentialConfig, true>({
     config: credentialMetadataConfigSchema.required(),
     fields: Joi.array().items(claimFieldSchema).unique(uniquePaths).required()
         .custom(checkMdocFields, 'mso_mdoc claim paths')
+        .custom(checkSdJwtFields, 'SD-JWT VC claim paths')
         .messages({
+            [SD_JWT_ISSUER_CLAIM]: '{{#label}} names {{#claim}}, a claim the issuer sets itself in an SD-JWT VC',
             'array.unique': '{{#label}} repeats the path of entry {{#dupePos}}',
             [MDOC_PATH]: '{{#label}} must be [namespace, element] or [element] for mso_mdoc',
             [MDOC_NAMESPACE]: '{{#label}} differs from the namespace in path',

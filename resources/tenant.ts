@@ -34,7 +34,8 @@ export const sessionConfigSchema = Joi.object<SessionConfig, true>({
 export const statusListDefaultsSchema = Joi.object<StatusListDefaults, true>({
     bits: Joi.number().valid(1, 2, 4, 8).required(),
     capacity: Joi.number().integer().min(16).max(10_000_000).required(),
-    ttlSeconds: Joi.number().integer().min(1).required(),
+    // The token's exp is iat + 2 ttl: a year keeps every date it derives far inside what dates can hold.
+    ttlSeconds: Joi.number().integer().min(1).max(31_536_000).required(),
     immediateUpdate: Joi.boolean().required()
 }).label('StatusListDefaults');
 

@@ -39,6 +39,8 @@ interface PushedRequest {
     state?: string;
     issuerState?: string;
     dpopJkt?: string;
+    /** The attested wallet instance's key (thumbprint): the code goes to that instance only. */
+    instanceJkt?: string;
 }
 
 export interface ParAnswer {
@@ -210,7 +212,8 @@ export class AuthorizationService {
             v: 1, id, tenantId, clientId: client.clientId, redirectUri, codeChallenge, credentialConfigurationIds: ids, via,
             ...(state !== undefined ? { state } : {}),
             ...(issuerState !== undefined ? { issuerState } : {}),
-            ...(dpopJkt !== undefined ? { dpopJkt } : {})
+            ...(dpopJkt !== undefined ? { dpopJkt } : {}),
+            ...(client.instanceJkt !== undefined ? { instanceJkt: client.instanceJkt } : {})
         };
         await this.deps.singleUse.issue(tenantId, parKey(id), REQUEST_URI_TTL_SECONDS);
         return { request_uri: `${REQUEST_URI_PREFIX}${this.sealer.encrypt(JSON.stringify(pushed))}`, expires_in: REQUEST_URI_TTL_SECONDS, ...(dpopNonce ? { dpopNonce } : {}) };
@@ -337,7 +340,8 @@ export class AuthorizationService {
             codeChallenge: pushed.codeChallenge,
             credentialConfigurationIds: pushed.credentialConfigurationIds,
             authorizationDetails: pushed.via === 'authorization_details',
-            ...(pushed.dpopJkt ? { dpopJkt: pushed.dpopJkt } : {})
+            ...(pushed.dpopJkt ? { dpopJkt: pushed.dpopJkt } : {}),
+            ...(pushed.instanceJkt ? { instanceJkt: pushed.instanceJkt } : {})
         });
         let authorized;
         try {

@@ -14,6 +14,8 @@ export interface AuthenticatedClient {
     clientId: string;
     /** Whether the wallet proved a wallet attestation (attest_jwt_client_auth). */
     attested: boolean;
+    /** The attested instance key's thumbprint (cnf.jwk): refresh tokens of an attested wallet are bound to it. */
+    instanceJkt?: string;
 }
 
 const MAX_CLIENT_ID_LENGTH = 255;
@@ -33,7 +35,7 @@ export class ClientAuthenticator {
     /** PAR and the authorization_code and refresh_token grants: a client is always named. */
     async authenticate(request: ClientRequest): Promise<AuthenticatedClient> {
         const client = await this.identify(request, true);
-        return { clientId: client.clientId!, attested: client.attested };
+        return { clientId: client.clientId!, attested: client.attested, ...(client.instanceJkt ? { instanceJkt: client.instanceJkt } : {}) };
     }
 
     /** The pre-authorized code grant: without attestation the wallet may stay anonymous (no client_id). */
@@ -42,7 +44,7 @@ export class ClientAuthenticator {
     }
 
     /** `named`: whether a public client must name itself. An attested wallet is named by its attestation's sub. */
-    private async identify(request: ClientRequest, named: boolean): Promise<{ clientId?: string; attested: boolean }> {
+    private async identify(request: ClientRequest, named: boolean): Promise<{ clientId?: string; attested: boolean; instanceJkt?: string }> {
         const attested = hasClientAttestation(request.headers);
         const clientId = this.clientIdOf(request.body, named && !attested);
         if (attested) {
@@ -52,7 +54,7 @@ export class ClientAuthenticator {
                 issuer: tenantUrl(this.deps.publicUrl, request.tenantId),
                 ...(clientId !== undefined ? { clientId } : {})
             });
-            return { clientId: client.clientId, attested: true };
+            return { clientId: client.clientId, attested: true, instanceJkt: client.cnfJkt };
         }
         if ((await this.deps.issuer.settings(request.tenantId)).walletAttestationRequired) {
             throw new OAuthError(400, 'invalid_client', 'This issuer requires a wallet attestation: send the OAuth-Client-Attestation and OAuth-Client-Attestation-PoP headers');

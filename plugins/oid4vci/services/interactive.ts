@@ -26,6 +26,8 @@ export interface InteractiveStep {
 /** An interactive authorization in progress, on the issuance session of the offer it authorizes. */
 export interface InteractiveAuthorization {
     clientId: string;
+    /** The attested wallet instance (its attestation's cnf key thumbprint): the code is bound to it. */
+    instanceJkt?: string;
     codeChallenge: string;
     redirectUri?: string;
     credentialConfigurationIds: string[];
@@ -142,6 +144,7 @@ export class InteractiveAuthorizationService {
         const authSession = Crypto.randomBytes(32).toString('base64url');
         const interactive: InteractiveAuthorization = {
             clientId: client.clientId,
+            ...(client.instanceJkt !== undefined ? { instanceJkt: client.instanceJkt } : {}),
             codeChallenge,
             ...(redirectUri !== undefined ? { redirectUri } : {}),
             credentialConfigurationIds: ids,
@@ -369,7 +372,8 @@ export class InteractiveAuthorizationService {
                 ...(interactive.redirectUri !== undefined ? { redirectUri: interactive.redirectUri } : {}),
                 codeChallenge: interactive.codeChallenge,
                 credentialConfigurationIds: interactive.credentialConfigurationIds,
-                authorizationDetails: interactive.authorizationDetails
+                authorizationDetails: interactive.authorizationDetails,
+                ...(interactive.instanceJkt !== undefined ? { instanceJkt: interactive.instanceJkt } : {})
             })
             : undefined;
         const credentials = presented ? await this.presentedClaims(session.tenantId, interactive.credentialConfigurationIds, session.data.claims, presented) : {};

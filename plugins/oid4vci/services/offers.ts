@@ -100,6 +100,8 @@ export interface AuthorizationGrant {
     codeChallenge: string;
     /** The DPoP key the code is bound to (a DPoP proof or dpop_jkt at PAR, RFC 9449 section 10). */
     dpopJkt?: string;
+    /** The attested wallet instance's key (thumbprint) that pushed the request: only it redeems the code. */
+    instanceJkt?: string;
     credentialConfigurationIds: string[];
     /**
      * The wallet named the credentials by authorization_details: the token response then lists them with their
@@ -117,6 +119,11 @@ export interface RefreshFamily {
     clientId: string;
     /** The DPoP key every refresh must be signed with (the key of the first token), when the tokens are DPoP-bound. */
     jkt?: string;
+    /**
+     * The wallet instance key (attestation cnf.jwk thumbprint) of an attested client: every refresh must be
+     * authenticated by an attestation of that same key (attestation-based client authentication, refresh token binding).
+     */
+    instanceJkt?: string;
     revokedAt?: string;
 }
 

@@ -172,6 +172,10 @@ export class TokenEndpoint {
         if (client.clientId !== grant.clientId) {
             throw invalidGrant('The authorization code was issued to another client');
         }
+        // A wallet that authenticated by attestation at PAR is not downgraded to a public client at the token endpoint.
+        if (grant.instanceJkt !== undefined && client.instanceJkt !== grant.instanceJkt) {
+            throw invalidGrant('The authorization code was issued to another wallet instance: authenticate with its wallet attestation');
+        }
         if (grant.redirectUri !== undefined && body.redirect_uri === undefined) {
             throw new OAuthError(400, 'invalid_request', 'redirect_uri is required as a string');
         }
@@ -194,7 +198,7 @@ export class TokenEndpoint {
             data: {
                 ...session.data,
                 ...(dpop ? { dpopJkt: dpop.jkt } : {}),
-                ...(refreshToken ? { refresh: { hash: sha256Hex(refreshToken), used: [], clientId: client.clientId, ...(dpop ? { jkt: dpop.jkt } : {}) } } : {})
+                ...(refreshToken ? { refresh: { hash: sha256Hex(refreshToken), used: [], clientId: client.clientId, ...(dpop ? { jkt: dpop.jkt } : {}), ...(client.instanceJkt ? { instanceJkt: client.instanceJkt } : {}) } } : {})
             }
         }, { isNull: ['codeUsedAt'], status: ['active', 'fetched'] });
         if (!redeemed) {
@@ -238,6 +242,10 @@ export class TokenEndpoint {
         }
         if (client.clientId !== family.clientId) {
             throw invalidGrant('The refresh token was issued to another client');
+        }
+        // Every instance of a wallet shares its client_id: the family belongs to the attested instance's key.
+        if (family.instanceJkt !== undefined && client.instanceJkt !== family.instanceJkt) {
+            throw invalidGrant('The refresh token was issued to another wallet instance: authenticate with its wallet attestation');
         }
         if (family.jkt !== dpop?.jkt) {
             throw invalidGrant(family.jkt ? 'The refresh token is bound to another DPoP key' : 'The refresh token is not DPoP-bound');

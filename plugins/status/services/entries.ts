@@ -100,18 +100,27 @@ export class StatusEntryService {
         });
     }
 
-    /** Sets the entries (grouped by list, lists in id order so that concurrent changes lock them alike). */
+    /**
+     * Sets the entries, grouped by list. Lists are locked oldest first (creation time, then id), the order in which an
+     * allocation that rolls over locks them, so that the two never wait for each other (a deadlock PostgreSQL ends by
+     * failing one of them).
+     */
     private async setAll(trx: Knex, ctx: TenantContext & { tenantId: string }, entries: Array<{ listId: string; idx: number }>, status?: number): Promise<number> {
         const byList = new Map<string, number[]>();
         for (const { listId, idx } of entries) {
             byList.set(listId, [...byList.get(listId) ?? [], idx]);
         }
-        let updated = 0;
-        for (const listId of [...byList.keys()].sort()) {
+        const lists: Array<StoredResource<StatusList>> = [];
+        for (const listId of byList.keys()) {
             const list = await this.deps.registry.get(ctx, statusListKind, listId);
-            if (!list) {
-                continue;
+            if (list) {
+                lists.push(list);
             }
+        }
+        lists.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.spec.id.localeCompare(b.spec.id));
+        let updated = 0;
+        for (const list of lists) {
+            const listId = list.spec.id;
             const { bits } = list.spec;
             if (status !== undefined && status > maxValue(bits)) {
                 throw new ValidationError(`Status list ${listId} has ${bits}-bit entries: the status must be 0 … ${maxValue(bits)}`, [{ path: 'status', message: `must be at most ${maxValue(bits)} for list ${listId}` }]);

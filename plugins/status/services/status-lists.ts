@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import Zlib from 'node:zlib';
 import { ChangeCache, changedResource } from '../../../lib/cache';
 import type { Database } from '../../../lib/db/database';
+import { dialectOf } from '../../../lib/db/knex';
 import { ConflictError, UnavailableError } from '../../../lib/errors';
 import { tenantOf, type ResourceStore, type StoredResource, type TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
@@ -69,7 +70,9 @@ export const statusListStore: ResourceStore<StatusList> = {
     },
     async delete(scope, id) {
         const state = scope.trx(STATES).where({ tenantId: tenantOf(scope), listId: id });
-        const row = await state.clone().first('used');
+        // Locked like an allocation locks it: an allocation committing meanwhile is seen, never deleted with the row.
+        const read = state.clone().first('used');
+        const row = await (dialectOf(scope.trx) === 'postgres' ? read.forUpdate() : read);
         if (row && row.used > 0) {
             throw new ConflictError(`Status list ${id} has ${row.used} allocated entries`);
         }
@@ -129,9 +132,12 @@ const TOKEN_COLUMNS = ['entriesVersion', 'tokenVersion', 'token', 'tokenEtag', '
 /** PostgreSQL answers timestamps as Dates, SQLite as the ISO strings written. */
 const millis = (value: string | Date | null): number => (value === null ? NaN : new Date(value).getTime());
 
-/** The cached token of a row; none when it lacks a form (e.g. cached before the CWT form existed). */
+/**
+ * The cached token of a row; none when it lacks a form (e.g. cached before the CWT form existed). A token whose
+ * version was cleared (its list document changed) is stale but still valid: it is served until re-signed.
+ */
 const tokenOf = (row: TokenRow | undefined): StatusListToken | undefined => {
-    if (!row?.token || !row.tokenEtag || !row.tokenCwt || !row.tokenCwtEtag || row.tokenVersion === null) {
+    if (!row?.token || !row.tokenEtag || !row.tokenCwt || !row.tokenCwtEtag) {
         return undefined;
     }
     const refreshAt = millis(row.tokenRefreshAt);
@@ -139,7 +145,8 @@ const tokenOf = (row: TokenRow | undefined): StatusListToken | undefined => {
     return {
         jwt: { body: Buffer.from(row.token, 'ascii'), etag: row.tokenEtag },
         cwt: { body: Buffer.from(row.tokenCwt), etag: row.tokenCwtEtag },
-        version: row.tokenVersion,
+        // No entries version is ever -1: a cleared version never counts as current.
+        version: row.tokenVersion ?? -1,
         // The ttl it was signed with (refresh at iat + ttl, expiry at iat + 2 ttl), whatever the tenant's is now.
         ttl: Math.round((expiresAt - refreshAt) / 1000),
         refreshAt,

@@ -4,6 +4,7 @@ import { ValidationError, type ErrorDetail } from '../lib/errors';
 import { tableResourceStore } from '../lib/registry/resource-store';
 import { errorsArray, resourceId, stateAt } from './shared/custom-rules';
 import { publicJwkOnly } from './shared/public-jwk';
+import { claimValueViolation } from '../plugins/oid4vci/formats/constraints';
 import type { KeyChain } from './key-chain';
 
 export const CREDENTIAL_FORMATS = ['mso_mdoc', 'dc+sd-jwt'] as const;
@@ -99,10 +100,27 @@ export interface ClaimField {
     /** mso_mdoc only; default: the first segment of a two-segment path, otherwise the docType. */
     namespace?: string;
     display?: ClaimDisplay[];
-    constraints?: Record<string, unknown>;
+    /** Keywords by type: string fields pattern, minLength, maxLength, format, enum; number and integer fields minimum, maximum, enum; boolean fields enum. */
+    constraints?: ClaimConstraints;
     /** Only for object and array fields; their paths are relative to this field's, or repeat it in full. */
     children?: ClaimField[];
 }
+
+export const CLAIM_FORMATS = ['date', 'date-time', 'uri', 'email'] as const;
+
+/** What a claim value must keep besides its type (checked at the credential endpoint). */
+export interface ClaimConstraints {
+    /** ECMAScript regular expression (unicode mode), not anchored: the value must contain a match. */
+    pattern?: string;
+    minLength?: number;
+    maxLength?: number;
+    minimum?: number;
+    maximum?: number;
+    enum?: Array<string | number | boolean>;
+    format?: (typeof CLAIM_FORMATS)[number];
+}
+
+const CLAIM_PATTERN_MAX_LENGTH = 1024;
 
 /** SD-JWT VC type metadata. */
 export interface VctMetadata {
@@ -304,6 +322,105 @@ export const credentialMetadataConfigSchema = Joi.object<CredentialMetadataConfi
     credentialReusePolicy: credentialReusePolicySchema
 }).label('CredentialMetadataConfig');
 
+/** At `i`: a quantifier that repeats without a fixed count (`*`, `+`, `{n,}`, `{n,m}`). */
+const openQuantifierAt = (pattern: string, i: number): boolean =>
+    pattern[i] === '*' || pattern[i] === '+' || (pattern[i] === '{' && /^\{\d+,\d*\}/.test(pattern.slice(i)) && !/^\{(\d+),\1\}/.test(pattern.slice(i)));
+
+/**
+ * A repeated group that itself repeats something (`(a+)+`, `(\w*)*`, `(x{1,5})+`): the shape behind catastrophic
+ * backtracking. Read without a regex parser, so it errs on the side of refusing.
+ */
+const nestedQuantifier = (pattern: string): boolean => {
+    const groups: boolean[] = [];
+    let inClass = false;
+    for (let i = 0; i < pattern.length; i++) {
+        const c = pattern[i];
+        if (c === '\\') {
+            i++;
+        }
+        else if (inClass) {
+            inClass = c !== ']';
+        }
+        else if (c === '[') {
+            inClass = true;
+        }
+        else if (c === '(') {
+            groups.push(false);
+        }
+        else if (c === ')') {
+            const repeatsInside = groups.pop() ?? false;
+            if (repeatsInside && openQuantifierAt(pattern, i + 1)) {
+                return true;
+            }
+            // The enclosing group repeats whatever this one did.
+            if (repeatsInside && groups.length) {
+                groups[groups.length - 1] = true;
+            }
+        }
+        else if (openQuantifierAt(pattern, i) && groups.length) {
+            groups[groups.length - 1] = true;
+        }
+    }
+    return false;
+};
+
+const PATTERN_INVALID = 'claimConstraints.patternInvalid';
+const PATTERN_NESTED = 'claimConstraints.patternNested';
+
+const patternSchema = Joi.string().min(1).max(CLAIM_PATTERN_MAX_LENGTH).custom((pattern: string, helpers) => {
+    try {
+        new RegExp(pattern, 'u');
+    }
+    catch (err) {
+        return helpers.error(PATTERN_INVALID, { reason: (err as Error).message });
+    }
+    return nestedQuantifier(pattern) ? helpers.error(PATTERN_NESTED) : pattern;
+}).messages({
+    [PATTERN_INVALID]: '{{#label}} is not a valid regular expression: {{#reason}}',
+    [PATTERN_NESTED]: '{{#label}} repeats a group that itself repeats (nested quantifiers such as (a+)+ can take exponential time)'
+}).description('ECMAScript regular expression (unicode mode), not anchored; it runs at most 50 ms on a value, and values longer than 4096 characters fail it');
+
+const lengthSchema = Joi.number().integer().min(0).max(1_000_000);
+
+const enumSchema = (item: Joi.Schema, max = 1000) => Joi.array().items(item).min(1).max(max).unique()
+    // Set here: the fields array's own message for a repeat speaks of paths.
+    .messages({ 'array.unique': '{{#label}} repeats the value of entry {{#dupePos}}' });
+
+/** The keywords each claim type takes; any other keyword is refused, as it would have no effect. */
+const constraintKeywords = (type: ClaimType): Joi.PartialSchemaMap<ClaimConstraints> => {
+    switch (type) {
+        case 'string':
+            return {
+                pattern: patternSchema,
+                minLength: lengthSchema,
+                maxLength: lengthSchema.when('minLength', { is: Joi.number().required(), then: Joi.number().min(Joi.ref('minLength')) }),
+                format: Joi.string().valid(...CLAIM_FORMATS),
+                enum: enumSchema(Joi.string().strict())
+            };
+        case 'number':
+        case 'integer': {
+            const number = type === 'integer' ? Joi.number().integer().strict() : Joi.number().strict();
+            return {
+                minimum: Joi.number().strict(),
+                maximum: Joi.number().strict().when('minimum', { is: Joi.number().required(), then: Joi.number().min(Joi.ref('minimum')) }),
+                enum: enumSchema(number)
+            };
+        }
+        case 'boolean':
+            return { enum: enumSchema(Joi.boolean().strict(), 2) };
+        default:
+            return {};
+    }
+};
+
+const constraintsFor = (type: ClaimType) => {
+    const keys = constraintKeywords(type);
+    const supported = Object.keys(keys);
+    return Joi.object<ClaimConstraints>(keys).messages({
+        'object.unknown': `{{#label}} is not a constraint of ${type} fields (${supported.length ? `supported: ${supported.join(', ')}` : 'they take none'})`
+    });
+};
+
 const claimDisplaySchema = Joi.object<ClaimDisplay, true>({
     locale: Joi.string().min(1).max(35).required(),
     name: Joi.string().min(1).max(255).required(),
@@ -317,6 +434,8 @@ const uniquePaths = (a: ClaimField, b: ClaimField): boolean => !!a && !!b && a.p
 
 const claimPathSchema = Joi.array().items(Joi.string().min(1).max(255), Joi.number().integer().min(0), Joi.valid(null)).min(1).max(32)
     .allow(null).description('Path in the credential payload; a null element stands for every element of an array');
+
+const DEFAULT_BREAKS_RULES = 'claimField.defaultBreaksRules';
 
 export const claimFieldSchema: Joi.ObjectSchema<ClaimField> = Joi.object<ClaimField, true>({
     path: claimPathSchema.required(),
@@ -338,12 +457,24 @@ export const claimFieldSchema: Joi.ObjectSchema<ClaimField> = Joi.object<ClaimFi
     namespace: Joi.string().min(1).max(255)
         .description('mso_mdoc only. Default: the first segment of a [namespace, element] path, otherwise the docType'),
     display: Joi.array().items(claimDisplaySchema),
-    constraints: Joi.object().unknown(true).description('Validation constraints for the value'),
+    constraints: (Joi.when('type', {
+        switch: CLAIM_TYPES.map((type) => ({ is: type, then: constraintsFor(type) })),
+        otherwise: Joi.object()
+    // Typed as the object every branch is.
+    }) as unknown as Joi.ObjectSchema<ClaimConstraints>).description('Rules a value must keep at issuance. string: pattern, minLength, maxLength, format (date, date-time, uri, email), enum; number and integer: minimum, maximum, enum; boolean: enum; object and array: none'),
     children: Joi.array().items(Joi.link('#ClaimField')).unique(uniquePaths)
         .when('type', { not: Joi.valid('object', 'array'), then: Joi.forbidden() })
         .messages({ 'any.unknown': '{{#label}} is only allowed on object and array fields', 'array.unique': '{{#label}} repeats the path of entry {{#dupePos}}' })
         .description('Nested definitions of an object or array field; paths relative to the parent\'s, or repeating it in full')
-}).id('ClaimField').label('ClaimField');
+}).custom((field: ClaimField, helpers) => {
+    // A default that breaks the field's own rules would fail every credential request that relies on it.
+    const reason = field.defaultValue === undefined || field.defaultValue === null || !field.constraints
+        ? undefined
+        : claimValueViolation(field.defaultValue, field.type, field.constraints);
+    // Named by path: this object's label is its model name in the API docs.
+    const name = [...helpers.state.path ?? [], 'defaultValue'].reduce<string>((label, segment) => (typeof segment === 'number' ? `${label}[${segment}]` : label ? `${label}.${segment}` : String(segment)), '');
+    return reason ? helpers.error(DEFAULT_BREAKS_RULES, { reason, name }, stateAt(helpers, 'defaultValue')) : field;
+}).messages({ [DEFAULT_BREAKS_RULES]: '"{#name}" {#reason}' }).id('ClaimField').label('ClaimField');
 
 const MDOC_PATH = 'credentialConfig.mdocPath';
 const MDOC_NAMESPACE = 'credentialConfig.mdocNamespace';

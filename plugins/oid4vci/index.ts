@@ -23,6 +23,7 @@ import { DEFERRED_TIDY_UP_JOB, DeferredService } from './services/deferred';
 import * as deferredIssuance from './migrations/20261126_0011_deferred_issuance';
 import { InteractiveAuthorizationService, type PresentationVerifier } from './services/interactive';
 import { MetadataService } from './services/metadata';
+import { CredentialRequestDecryption } from './services/encryption';
 import { NotificationService } from './services/notifications';
 import { OfferService } from './services/offers';
 import { ProofVerifier } from './services/proofs';
@@ -111,7 +112,8 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const deferred: DeferredService = new DeferredService({ db: server.db, sessions, issuer, outbound, log, signer: (): CredentialService => credentials });
         const credentials: CredentialService = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, proofs: new ProofVerifier({ publicUrl, singleUse, trust }), statusProvider: () => statusProvider, deferred });
         const notifications = new NotificationService({ outbound, sessions, log });
-        const metadata = new MetadataService({ publicUrl, issuer });
+        const requestDecryption = new CredentialRequestDecryption(Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'credential-request-encryption/v1', 32)));
+        const metadata = new MetadataService({ publicUrl, issuer, requestDecryption });
         const interactive = new InteractiveAuthorizationService({ issuer, sessions, authorization, clients, presentations: () => presentationVerifier, log });
 
         server.registerJob({
@@ -125,7 +127,7 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
 
         server.route([
             ...managementRoutes(offers, deferred),
-            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop, deferred }),
+            ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop, deferred, requestDecryption }),
             ...authorizationRoutes({ publicUrl, issuer, authorization }),
             ...interactiveRoutes({ publicUrl, issuer, interactive }),
             ...attestationChallengeRoutes({ issuer, clientAttestation, dpop })

@@ -7,12 +7,14 @@ import { keyChainKind } from '../../../resources/key-chain';
 import { systemContext, type Issuer } from '../issuer';
 import type { CredentialService } from '../services/credentials';
 import type { DeferredService } from '../services/deferred';
+import { encryptCredentialResponse, type CredentialRequestDecryption } from '../services/encryption';
 import type { MetadataService } from '../services/metadata';
 import type { NotificationService } from '../services/notifications';
 import type { DpopVerifier } from '../../../lib/oauth/dpop';
 import type { TokenEndpoint, WalletRequest } from '../services/tokens';
 import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import { sessionLogOf } from '../../sessions/session-log';
+import { refuseNulCharacters } from '../../core/nul-guard';
 
 export interface WalletRouteDeps {
     publicUrl: string;
@@ -26,6 +28,7 @@ export interface WalletRouteDeps {
     notifications: NotificationService;
     dpop: DpopVerifier;
     deferred: DeferredService;
+    requestDecryption: CredentialRequestDecryption;
 }
 
 export const tenantParams = Joi.object({ tenant: tenantIdSchema.required() });
@@ -160,14 +163,33 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
         {
             method: 'POST',
             path: '/issuers/{tenant}/vci/credential',
-            options: { ...protocol, validate: { params: tenantParams, payload: anyBody }, description: 'Credential endpoint' },
+            options: {
+                ...protocol,
+                // Read here, not by hapi: an encrypted request (application/jwt) is decrypted before it is parsed.
+                payload: { parse: false, output: 'data', allow: ['application/json', 'application/jwt'] },
+                ext: {
+                    onPostAuth: {
+                        // After the core's NUL guard has checked path and query; the request it could not read is checked here.
+                        method: async (request, h) => {
+                            (request as { payload: unknown }).payload = await deps.requestDecryption.read(tenantOf(request), request.headers['content-type'] as string | undefined, request.payload as Buffer | null);
+                            return refuseNulCharacters.call(null, request, h);
+                        },
+                        options: { after: ['hallmark-core'] }
+                    }
+                },
+                // No payload validation: hapi allows it only on payloads it parses; read() answers a JSON object or refuses.
+                validate: { params: tenantParams },
+                description: 'Credential endpoint: the request as JSON or as a compact JWE (application/jwt) to the credential_request_encryption key; the answer JSON, or a compact JWE when the request has credential_response_encryption'
+            },
             handler: async (request, h) => {
                 refuseQueryToken(request);
                 const session = await deps.tokens.authenticate(walletRequest(request), request.headers.authorization as string | undefined);
                 const log = sessionLogOf(request).bind(session, 'credential');
-                const answer = await deps.credentials.issue(session, withinAuthorization(session, request.payload as Record<string, unknown>), log);
+                const credentialRequest = withinAuthorization(session, request.payload as Record<string, unknown>);
+                const answer = await deps.credentials.issue(session, credentialRequest, log);
+                const encoded = await encryptCredentialResponse(credentialRequest, answer);
                 // A deferred request answers 202 with its transaction (OpenID4VCI 8.3).
-                return noStore(h.response(answer)).code('transaction_id' in answer ? 202 : 200);
+                return noStore(h.response(encoded.payload).type(encoded.type)).code('transaction_id' in answer ? 202 : 200);
             }
         },
         {

@@ -11,10 +11,12 @@ import { attributeProviderKind } from '../../../resources/attribute-provider';
 import { statusManaged, type ClaimField, type CredentialConfig } from '../../../resources/credential-config';
 import type { SigningService } from '../../kms/services/signing';
 import { completeClaims, flattenFields, type Path } from '../formats/claims';
+import { checkClaims as enforceClaimRules } from '../formats/constraints';
 import { issueMdoc } from '../formats/mdoc';
 import { issueSdJwtVc } from '../formats/sd-jwt';
 import { systemContext, tenantUrl, type Issuer } from '../issuer';
 import { deferredInterval, IssuanceDeferred, newTransactionId, type DeferredService, type IssuedCredentials } from './deferred';
+import { responseEncryptionOf } from './encryption';
 import type { ClaimSource } from './offers';
 import type { ProofRequest, ProofVerifier } from './proofs';
 
@@ -90,9 +92,8 @@ export class CredentialService {
         if (['completed', 'failed', 'expired'].includes(session.status)) {
             throw credentialError('invalid_credential_request', `The issuance session is ${session.status}`);
         }
-        if (body.credential_response_encryption !== undefined) {
-            throw credentialError('invalid_encryption_parameters', 'This issuer does not encrypt credential responses');
-        }
+        // Checked before anything is consumed or issued; the route encrypts the answer (encryptCredentialResponse).
+        responseEncryptionOf(body);
         if (body.credential_identifier !== undefined) {
             throw credentialError('unknown_credential_identifier', 'This issuer issues no credential identifiers; use credential_configuration_id');
         }
@@ -161,14 +162,26 @@ export class CredentialService {
         return this.checkClaims(credential, given);
     }
 
-    /** Claims as given (offer, attribute provider, or a deferred issuance's completion), with field defaults; mandatory ones must be there. */
+    /**
+     * Claims as given (offer, attribute provider, or a deferred issuance's completion), with field defaults;
+     * mandatory ones must be there, and every value must keep its field's type and constraints.
+     */
     checkClaims(credential: CredentialConfig, given: Record<string, unknown>): Record<string, unknown> {
+        const fields = this.fullPaths(credential);
+        let complete: Record<string, unknown>;
         try {
-            return completeClaims(given, this.fullPaths(credential));
+            complete = completeClaims(given, fields);
         }
         catch (err) {
             throw credentialError('credential_request_denied', (err as Error).message);
         }
+        try {
+            enforceClaimRules(complete, fields);
+        }
+        catch (err) {
+            throw credentialError('invalid_credential_request', (err as Error).message);
+        }
+        return complete;
     }
 
     /** mso_mdoc field paths as [namespace, element]; dc+sd-jwt paths as they are. */

@@ -2,6 +2,7 @@ import { PROOF_TYPES, type ClaimField, type CredentialConfig } from '../../../re
 import { flattenFields } from '../formats/claims';
 import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
 import { ATTEST_JWT_CLIENT_AUTH, clientAttestationMetadata } from './client-attestation';
+import { responseEncryptionMetadata, type CredentialRequestDecryption } from './encryption';
 import { AUTHORIZATION_CODE_GRANT, PRE_AUTHORIZED_GRANT } from './offers';
 import { PROOF_SIGNING_ALGORITHMS } from './proofs';
 import { REFRESH_TOKEN_GRANT } from './tokens';
@@ -67,7 +68,7 @@ interface TenantMetadata {
 export class MetadataService {
     private readonly built = new WeakMap<TenantIssuance, TenantMetadata>();
 
-    constructor(private readonly deps: { publicUrl: string; issuer: Issuer }) {}
+    constructor(private readonly deps: { publicUrl: string; issuer: Issuer; requestDecryption: CredentialRequestDecryption }) {}
 
     private async build(tenantId: string): Promise<TenantMetadata> {
         const snapshot = await this.deps.issuer.snapshot(tenantId);
@@ -90,6 +91,8 @@ export class MetadataService {
             deferred_credential_endpoint: `${base}/vci/deferred_credential`,
             notification_endpoint: `${base}/vci/notification`,
             interactive_authorization_endpoint: `${base}/authorize/interactive`,
+            credential_request_encryption: this.deps.requestDecryption.metadata(tenantId),
+            credential_response_encryption: responseEncryptionMetadata(),
             ...(settings.batchSize > 1 ? { batch_credential_issuance: { batch_size: settings.batchSize } } : {}),
             ...(settings.display?.length ? { display: settings.display } : {}),
             credential_configurations_supported: Object.fromEntries(credentials.map((c) => [c.id, configurationMetadata(c)]))

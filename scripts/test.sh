@@ -21,7 +21,7 @@ set +e
 # registry, a tslib helper). Coverage must not fall below the measured baseline (raise it, never lower it).
 LEAKS_ALLOWED='__spreadArray,__zod_globalConfig,__zod_globalRegistry,Symbol(opentelemetry.js.api.1)'
 # A partial run (one dialect, or lab arguments such as a file) reports coverage without the threshold.
-COVERAGE_THRESHOLD=91
+COVERAGE_THRESHOLD=92
 threshold=(-t "$COVERAGE_THRESHOLD")
 if [ -n "${HALLMARK_TEST_DIALECTS:-}" ] || [ "$#" -gt 0 ]; then threshold=(-c); fi
 npx lab --typescript --globals "$LEAKS_ALLOWED" "${threshold[@]}" \

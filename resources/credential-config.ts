@@ -4,6 +4,7 @@ import { ValidationError, type ErrorDetail } from '../lib/errors';
 import { tableResourceStore } from '../lib/registry/resource-store';
 import { errorsArray, resourceId, stateAt } from './shared/custom-rules';
 import { publicJwkOnly } from './shared/public-jwk';
+import { notAvailableYet } from './shared/not-available';
 import { claimValueViolation } from '../plugins/oid4vci/formats/constraints';
 import type { KeyChain } from './key-chain';
 
@@ -257,9 +258,15 @@ export const statusUnavailable = (spec: Pick<CredentialConfig, 'statusManagement
 const text = Joi.string().max(2000);
 const httpUrl = Joi.string().uri({ scheme: ['http', 'https'] }).max(2048);
 
-// Not checked as a URI: besides https and data: URIs it may name a file of the tenant folder's images/ directory.
+/** A URI with a scheme; anything else is a name relative to something, e.g. a file of the tenant folder's images/. */
+const hasScheme = (uri: string) => /^[a-z][a-z0-9+.-]*:/i.test(uri);
+
+// Wallets fetch the image themselves (OpenID4VCI display logo / background_image): an https: URL or a data: URI.
 const displayImageSchema = Joi.object<DisplayImage, true>({
-    uri: Joi.string().min(1).max(65536).required()
+    uri: notAvailableYet(Joi.string().min(1).max(65536), 'image files of the tenant folder are not served by this service; give an https: or data: URI', (uri: string) => !hasScheme(uri))
+        .custom((uri: string, helpers) => (!hasScheme(uri) || /^https:\/\/[^\s/?#]+\S*$/i.test(uri) || /^data:[\w/.+-]+;\w+,/i.test(uri) ? uri : helpers.error('displayImage.uri')))
+        .messages({ 'displayImage.uri': '{{#label}} must be an https: URL or a data: URI' })
+        .required().description('https: URL or data: URI (e.g. data:image/png;base64,…) the wallet loads the image from')
 }).label('DisplayImage');
 
 export const credentialDisplaySchema = Joi.object<CredentialDisplay, true>({
@@ -319,7 +326,8 @@ export const credentialMetadataConfigSchema = Joi.object<CredentialMetadataConfi
     // An empty list would publish proof_types_supported without any proof type, which OpenID4VCI does not allow.
     proofTypesSupported: Joi.array().items(Joi.string().valid(...PROOF_TYPES)).min(1).unique()
         .default(() => [...PROOF_TYPES]).description('Proof types accepted at the credential endpoint and published in the issuer metadata. Default: jwt and attestation'),
-    credentialReusePolicy: credentialReusePolicySchema
+    // OpenID4VCI 1.0 has no issuer metadata member for it, and the issuer does not act on it.
+    credentialReusePolicy: notAvailableYet(credentialReusePolicySchema, 'credential reuse policies (and their batch_size) are not available yet: OpenID4VCI 1.0 defines no issuer metadata member to publish them in and the issuer does not act on them; batch issuance is the issuance config\'s batchSize')
 }).label('CredentialMetadataConfig');
 
 /** At `i`: a quantifier that repeats without a fixed count (`*`, `+`, `{n,}`, `{n,m}`). */
@@ -671,11 +679,16 @@ export const credentialConfigSchema = Joi.object<CredentialConfig, true>({
     webhookEndpointId: Joi.string().max(255).allow(null)
         .description('Stored but unused: notifications use the webhookEndpointId of the credential offer'),
     vct: Joi.when('config.format', {
-        is: 'dc+sd-jwt',
-        then: Joi.alternatives().try(vctString, vctMetadataSchema.keys({ vct: vctMetadataKeys.vct.required() })).required()
-            .messages({ 'any.required': '{{#label}} is required for dc+sd-jwt' }),
-        otherwise: Joi.alternatives().try(vctString, vctMetadataSchema).allow(null)
-    }).description('SD-JWT VC type: a string, or type metadata; required for dc+sd-jwt'),
+        switch: [
+            {
+                is: 'dc+sd-jwt',
+                then: Joi.alternatives().try(vctString, vctMetadataSchema.keys({ vct: vctMetadataKeys.vct.required() })).required()
+                    .messages({ 'any.required': '{{#label}} is required for dc+sd-jwt' })
+            },
+            // An mdoc has its docType: a vct would be stored without any effect.
+            { is: 'mso_mdoc', then: Joi.valid(null).messages({ 'any.only': '{{#label}} applies to dc+sd-jwt only (mso_mdoc uses config.docType)' }) }
+        ]
+    }).description('SD-JWT VC type: a string, or type metadata published at {tenant}/vct/{id} (the credential carries vct#integrity of it); required for dc+sd-jwt, only null for mso_mdoc'),
     // An mdoc cannot be issued without a device key: false would only fail every credential request.
     keyBinding: Joi.boolean().default(true)
         .when('config.format', { is: 'mso_mdoc', then: Joi.invalid(false).messages({ 'any.invalid': '{{#label}} must be true for mso_mdoc: an mdoc always carries the device key' }) })
@@ -690,11 +703,17 @@ export const credentialConfigSchema = Joi.object<CredentialConfig, true>({
         .when('statusManagement', { not: Joi.valid(true).required(), then: Joi.valid(null) })
         .messages({ 'any.only': '"activeCredentials" requires statusManagement true' }),
     iaeActions: Joi.array().items(iaeActionSchema).allow(null).description('Steps of the interactive authorization endpoint'),
-    sdJwtTrustFormat: Joi.string().valid('x5c', 'federation').allow(null).default('x5c')
-        .description('x5c: the X.509 chain in the header; federation: the issuer is resolved through OpenID Federation'),
+    // A pattern, not valid(): a value of an allowed set would skip the refusal.
+    sdJwtTrustFormat: notAvailableYet(Joi.string().pattern(/^(?:x5c|federation)$/).messages({ 'string.pattern.base': '{{#label}} must be one of [x5c, federation]' }), 'OpenID Federation trust for SD-JWT VCs is not available yet: only x5c', (format) => format === 'federation')
+        .allow(null).default('x5c')
+        .description('x5c (default): the X.509 chain in the header; federation (OpenID Federation) is refused until it is built'),
     lifeTime: Joi.number().integer().min(1).description('Credential lifetime in seconds'),
-    schemaMeta: schemaMetaSchema.allow(null),
-    embeddedDisclosurePolicy: embeddedDisclosurePolicySchema.allow(null)
+    // An attestation scheme's catalogue entry (ARF): no OpenID4VCI or SD-JWT VC member carries it.
+    schemaMeta: notAvailableYet(schemaMetaSchema, 'schema metadata is not available yet: neither the issuer metadata nor the credential carries it')
+        .allow(null).description('Refused until it is published; null is accepted'),
+    // Only "no policy" has the effect it asks for: the issuer has no way to tell relying parties of a policy.
+    embeddedDisclosurePolicy: notAvailableYet(embeddedDisclosurePolicySchema, 'embedded disclosure policies are not available yet: only the policy none', (policy?: EmbeddedDisclosurePolicy) => policy !== undefined && policy.policy !== 'none')
+        .allow(null).description('Only {policy: none} (or null) until disclosure policies are published')
 }).label('CredentialConfig');
 
 export const credentialConfigKind: ResourceKind<CredentialConfig> = {

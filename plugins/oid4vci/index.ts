@@ -15,6 +15,7 @@ import { managementRoutes } from './routes/management';
 import { authorizationRoutes } from './routes/authorization';
 import { interactiveRoutes } from './routes/interactive';
 import { walletRoutes } from './routes/wallet';
+import { typeMetadataRoutes } from './routes/type-metadata';
 import { AuthorizationService } from './services/authorization';
 import { ClientAttestationVerifier } from './services/client-attestation';
 import { ClientAuthenticator } from './services/client-authentication';
@@ -130,7 +131,8 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
             ...walletRoutes({ publicUrl, multiConsumption, issuer, sessions, metadata, tokens, credentials, notifications, dpop, deferred, requestDecryption }),
             ...authorizationRoutes({ publicUrl, issuer, authorization }),
             ...interactiveRoutes({ publicUrl, issuer, interactive }),
-            ...attestationChallengeRoutes({ issuer, clientAttestation, dpop })
+            ...attestationChallengeRoutes({ issuer, clientAttestation, dpop }),
+            ...typeMetadataRoutes(metadata)
         ]);
     }
 };

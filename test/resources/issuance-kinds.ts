@@ -26,19 +26,11 @@ const pid: CredentialConfig = {
                 description: 'Person identification data',
                 background_color: '#12107c',
                 text_color: '#ffffff',
-                background_image: { uri: 'images/pid-card.png' },
+                background_image: { uri: 'https://issuer.example.com/pid-card.png' },
                 logo: { uri: 'https://issuer.example.com/logo.png' }
             },
             { locale: 'de-DE', name: 'Personalausweis' }
         ],
-        credentialReusePolicy: {
-            id: 'arf_annex_ii',
-            options: [
-                { details: ['once_only'], batch_size: 10, reissue_trigger_unused: 2 },
-                { details: ['limited_time'], reissue_trigger_lifetime_left: 86400 },
-                { details: ['rotating-batch', 'per-relying-party'], batch_size: 5, reissue_trigger_lifetime_left: 3600 }
-            ]
-        }
     },
     fields: [
         { path: ['given_name'], type: 'string', mandatory: true, disclosable: true, display: [{ locale: 'en-US', name: 'Given name' }, { locale: 'de-DE', name: 'Vorname' }] },
@@ -70,7 +62,22 @@ const pid: CredentialConfig = {
         { type: 'openid4vp_presentation', presentationConfigId: 'pid-check', label: 'Present your current PID' },
         { type: 'redirect_to_web', url: 'https://issuer.example.com/kyc', label: 'Identify', description: 'Video identification', callbackUrl: 'https://issuer.example.com/kyc/done' }
     ],
-    lifeTime: 1209600,
+    lifeTime: 1209600
+};
+
+/**
+ * Settings whose feature is not built: refused at save (feature.notAvailable) once their shape is right, so their
+ * shape checks still run on this variant.
+ */
+const unbuilt: Required<Pick<CredentialConfig, 'schemaMeta' | 'embeddedDisclosurePolicy'> & Pick<CredentialConfig['config'], 'credentialReusePolicy'>> = {
+    credentialReusePolicy: {
+        id: 'arf_annex_ii',
+        options: [
+            { details: ['once_only'], batch_size: 10, reissue_trigger_unused: 2 },
+            { details: ['limited_time'], reissue_trigger_lifetime_left: 86400 },
+            { details: ['rotating-batch', 'per-relying-party'], batch_size: 5, reissue_trigger_lifetime_left: 3600 }
+        ]
+    },
     schemaMeta: {
         version: '1.0',
         attestationLoS: 'iso_18045_high',
@@ -86,6 +93,9 @@ const pid: CredentialConfig = {
     },
     embeddedDisclosurePolicy: { policy: 'allowList', values: ['https://bank.example.com', 'https://shop.example.com'] }
 };
+const pidWithUnbuilt: CredentialConfig = { ...pid, config: { ...pid.config, credentialReusePolicy: unbuilt.credentialReusePolicy }, schemaMeta: unbuilt.schemaMeta, embeddedDisclosurePolicy: unbuilt.embeddedDisclosurePolicy };
+const pidWithReuse: CredentialConfig = { ...pid, config: { ...pid.config, credentialReusePolicy: unbuilt.credentialReusePolicy } };
+const pidWithSchemaMeta: CredentialConfig = { ...pid, schemaMeta: unbuilt.schemaMeta };
 
 const mdl: CredentialConfig = {
     id: 'mdl',
@@ -123,8 +133,8 @@ const mdl: CredentialConfig = {
 describe('CredentialConfig', () => {
     it('accepts a full PID-like dc+sd-jwt configuration as given', () => {
         const spec = valid(credentialConfigKind, pid);
-        expect(spec).to.contain({ id: 'pid-sd-jwt', vct: pid.vct, iaeActions: pid.iaeActions, schemaMeta: pid.schemaMeta, embeddedDisclosurePolicy: pid.embeddedDisclosurePolicy });
-        expect(spec.config.credentialReusePolicy).to.equal(pid.config.credentialReusePolicy);
+        expect(spec).to.contain({ id: 'pid-sd-jwt', vct: pid.vct, iaeActions: pid.iaeActions });
+        expect(spec.config.display).to.equal(pid.config.display);
         expect(spec.fields[3]!.children!.map((c) => c.path)).to.equal([['address', 'street_address'], ['address', 'locality'], ['address', 'postal_code'], ['address', 'country']]);
         expect(spec.fields[4]!.children![0]!.path).to.equal(['nationalities', null]);
         expect(spec.status).to.equal({ enabled: false, bits: 2, credentialConfigurationBound: false });
@@ -164,7 +174,7 @@ describe('CredentialConfig', () => {
     });
 
     it('rejects unknown fields everywhere, naming each', () => {
-        const spec = variant(pid, (c) => {
+        const spec = variant(pidWithUnbuilt, (c) => {
             c.extra = 1;
             c.config.extra = 1;
             c.config.display[0].extra = 1;
@@ -182,7 +192,9 @@ describe('CredentialConfig', () => {
             'fields.3.children.1.extra',
             'vct.extra',
             'schemaMeta.trustedAuthorities.1.extra',
-            'config.credentialReusePolicy.options.0.extra'
+            'config.credentialReusePolicy.options.0.extra',
+            // The one unbuilt setting whose shape is right here: refused as not available.
+            'embeddedDisclosurePolicy'
         ]);
         expect(problems(credentialConfigKind, { ...pid, extra: 1 })).to.equal([{ path: 'extra', message: '"extra" is not allowed' }]);
     });
@@ -202,8 +214,11 @@ describe('CredentialConfig', () => {
         expect(paths(credentialConfigKind, { ...pid, vct: null })).to.equal(['vct']);
         expect(paths(credentialConfigKind, { ...pid, vct: { name: 'PID' } })).to.equal(['vct.vct']);
         expect(valid(credentialConfigKind, { ...pid, vct: 'urn:eudi:pid:1' }).vct).to.equal('urn:eudi:pid:1');
-        // mso_mdoc has no use for it, and takes any of the forms.
+        // mso_mdoc has no use for it: only null is taken.
         expect(valid(credentialConfigKind, { ...mdl, vct: null }).vct).to.be.null();
+        for (const vct of ['urn:eudi:pid:1', { vct: 'urn:eudi:pid:1' }]) {
+            expect(problems(credentialConfigKind, { ...mdl, vct })).to.equal([{ path: 'vct', message: '"vct" applies to dc+sd-jwt only (mso_mdoc uses config.docType)' }]);
+        }
     });
 
     it('rejects activeCredentials unless statusManagement is true', () => {
@@ -261,21 +276,22 @@ describe('CredentialConfig', () => {
     });
 
     describe('credentialReusePolicy', () => {
-        const withOptions = (options: unknown) => variant(pid, (c) => (c.config.credentialReusePolicy.options = options));
+        const withOptions = (options: unknown) => variant(pidWithReuse, (c) => (c.config.credentialReusePolicy.options = options));
 
         it('requires options when id is arf_annex_ii, only then', () => {
-            const details = problems(credentialConfigKind, variant(pid, (c) => delete c.config.credentialReusePolicy.options));
+            const details = problems(credentialConfigKind, variant(pidWithReuse, (c) => delete c.config.credentialReusePolicy.options));
             expect(details).to.equal([{ path: 'config.credentialReusePolicy.options', message: '"config.credentialReusePolicy.options" is required when id is arf_annex_ii' }]);
             expect(paths(credentialConfigKind, withOptions([]))).to.equal(['config.credentialReusePolicy.options']);
-            expect(valid(credentialConfigKind, variant(pid, (c) => (c.config.credentialReusePolicy = { id: 'issuer-specific' }))).config.credentialReusePolicy).to.equal({ id: 'issuer-specific' });
-            expect(paths(credentialConfigKind, variant(pid, (c) => delete c.config.credentialReusePolicy.id))).to.equal(['config.credentialReusePolicy.id']);
+            // Without options the shape is right, and then the policy is refused as not available.
+            expect(paths(credentialConfigKind, variant(pidWithReuse, (c) => (c.config.credentialReusePolicy = { id: 'issuer-specific' })))).to.equal(['config.credentialReusePolicy']);
+            expect(paths(credentialConfigKind, variant(pidWithReuse, (c) => delete c.config.credentialReusePolicy.id))).to.equal(['config.credentialReusePolicy.id']);
         });
 
         it('requires details of the five methods', () => {
             expect(paths(credentialConfigKind, withOptions([{ batch_size: 4 }]))).to.equal(['config.credentialReusePolicy.options.0.details']);
             expect(paths(credentialConfigKind, withOptions([{ details: [] }]))).to.equal(['config.credentialReusePolicy.options.0.details']);
             expect(paths(credentialConfigKind, withOptions([{ details: ['forever'] }]))).to.equal(['config.credentialReusePolicy.options.0.details.0']);
-            expect(valid(credentialConfigKind, withOptions([{ details: ['limited-time'] }])).config.credentialReusePolicy!.options).to.equal([{ details: ['limited-time'] }]);
+            expect(paths(credentialConfigKind, withOptions([{ details: ['limited-time'] }]))).to.equal(['config.credentialReusePolicy']);
         });
 
         it('rejects batch_size 1', () => {
@@ -398,9 +414,15 @@ describe('CredentialConfig', () => {
             { policy: 'none' }
         ];
 
-        it('accepts each of the four shapes, and null', () => {
-            for (const policy of [...policies, null]) {
+        it('accepts the policy none and null; refuses the other three shapes as not available yet', () => {
+            for (const policy of [{ policy: 'none' } as const, null]) {
                 expect(valid(credentialConfigKind, { ...pid, embeddedDisclosurePolicy: policy }).embeddedDisclosurePolicy).to.equal(policy);
+            }
+            for (const policy of policies.filter((p) => p.policy !== 'none')) {
+                expect(problems(credentialConfigKind, { ...pid, embeddedDisclosurePolicy: policy })).to.equal([{
+                    path: 'embeddedDisclosurePolicy',
+                    message: '"embeddedDisclosurePolicy": embedded disclosure policies are not available yet: only the policy none'
+                }]);
             }
         });
 
@@ -432,23 +454,23 @@ describe('CredentialConfig', () => {
     });
 
     it('rejects schemaMeta with a bad attestationLoS or bindingType, or without version', () => {
-        expect(problems(credentialConfigKind, variant(pid, (c) => (c.schemaMeta.attestationLoS = 'high')))).to.equal([{
+        expect(problems(credentialConfigKind, variant(pidWithSchemaMeta, (c) => (c.schemaMeta.attestationLoS = 'high')))).to.equal([{
             path: 'schemaMeta.attestationLoS',
             message: '"schemaMeta.attestationLoS" must be one of [iso_18045_high, iso_18045_moderate, iso_18045_enhanced-basic, iso_18045_basic]'
         }]);
-        expect(paths(credentialConfigKind, variant(pid, (c) => (c.schemaMeta.bindingType = 'pin')))).to.equal(['schemaMeta.bindingType']);
-        expect(paths(credentialConfigKind, variant(pid, (c) => delete c.schemaMeta.version))).to.equal(['schemaMeta.version']);
-        expect(paths(credentialConfigKind, variant(pid, (c) => (c.schemaMeta.trustedAuthorities[0].frameworkType = 'x509')))).to.equal(['schemaMeta.trustedAuthorities.0.frameworkType']);
+        expect(paths(credentialConfigKind, variant(pidWithSchemaMeta, (c) => (c.schemaMeta.bindingType = 'pin')))).to.equal(['schemaMeta.bindingType']);
+        expect(paths(credentialConfigKind, variant(pidWithSchemaMeta, (c) => delete c.schemaMeta.version))).to.equal(['schemaMeta.version']);
+        expect(paths(credentialConfigKind, variant(pidWithSchemaMeta, (c) => (c.schemaMeta.trustedAuthorities[0].frameworkType = 'x509')))).to.equal(['schemaMeta.trustedAuthorities.0.frameworkType']);
         expect(valid(credentialConfigKind, { ...pid, schemaMeta: null }).schemaMeta).to.be.null();
     });
 
     it('takes a verificationMethod as a reference or a public JWK, never a private one', () => {
-        expect(problems(credentialConfigKind, variant(pid, (c) => (c.schemaMeta.trustedAuthorities[0].verificationMethod.d = 'private')))).to.equal([{
+        expect(problems(credentialConfigKind, variant(pidWithSchemaMeta, (c) => (c.schemaMeta.trustedAuthorities[0].verificationMethod.d = 'private')))).to.equal([{
             path: 'schemaMeta.trustedAuthorities.0.verificationMethod.d',
             message: '"schemaMeta.trustedAuthorities[0].verificationMethod.d" is private key material and is not allowed'
         }]);
-        expect(paths(credentialConfigKind, variant(pid, (c) => (c.schemaMeta.trustedAuthorities[0].verificationMethod = { crv: 'P-256' })))).to.equal(['schemaMeta.trustedAuthorities.0.verificationMethod.kty']);
-        expect(paths(credentialConfigKind, variant(pid, (c) => (c.schemaMeta.trustedAuthorities[0].verificationMethod = 42)))).to.equal(['schemaMeta.trustedAuthorities.0.verificationMethod']);
+        expect(paths(credentialConfigKind, variant(pidWithSchemaMeta, (c) => (c.schemaMeta.trustedAuthorities[0].verificationMethod = { crv: 'P-256' })))).to.equal(['schemaMeta.trustedAuthorities.0.verificationMethod.kty']);
+        expect(paths(credentialConfigKind, variant(pidWithSchemaMeta, (c) => (c.schemaMeta.trustedAuthorities[0].verificationMethod = 42)))).to.equal(['schemaMeta.trustedAuthorities.0.verificationMethod']);
     });
 
     it('checks the scalar fields', () => {

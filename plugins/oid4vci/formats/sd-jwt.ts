@@ -2,6 +2,7 @@ import Crypto from 'node:crypto';
 import type { SDJwtVcInstance as SdJwtVcInstanceType } from '@sd-jwt/sd-jwt-vc';
 import type { JWK } from 'jose';
 import type { SigningService } from '../../kms/services/signing';
+import type { VctMetadata } from '../../../resources/credential-config';
 import type { CredentialStatus } from '../services/credentials';
 import { flattenFields, type FieldRule, type Path } from './claims';
 
@@ -71,11 +72,35 @@ const timeClaims = (nowMs: number, lifetimeSeconds?: number): { iat: number; exp
     return lifetimeSeconds ? { iat, exp: Math.ceil((now + lifetimeSeconds) / grid) * grid } : { iat };
 };
 
+/** The type metadata members a configuration may give, in the order the document lists them. */
+const TYPE_METADATA_MEMBERS = ['vct', 'name', 'description', 'extends', 'extends#integrity', 'schema_uri', 'schema_uri#integrity'] as const;
+
+export interface TypeMetadataDocument {
+    /** The exact bytes served: vct#integrity covers them, so they must never be re-serialized on the way out. */
+    body: string;
+    /** W3C Subresource Integrity string of body (sha256-<base64>), the credential's vct#integrity. */
+    integrity: string;
+}
+
+/**
+ * The SD-JWT VC type metadata document of a vct given in object form (the members given, nothing else), or
+ * undefined for a plain vct string, which has no document of ours.
+ */
+export const typeMetadataDocument = (vct: string | VctMetadata | null | undefined): TypeMetadataDocument | undefined => {
+    if (!vct || typeof vct === 'string') {
+        return undefined;
+    }
+    const body = JSON.stringify(Object.fromEntries(TYPE_METADATA_MEMBERS.filter((member) => vct[member] !== undefined).map((member) => [member, vct[member]])));
+    return { body, integrity: `sha256-${Crypto.createHash('sha256').update(body, 'utf8').digest('base64')}` };
+};
+
 export interface SdJwtIssue {
     tenantId: string;
     keyChainId: string;
     issuer: string;
     vct: string;
+    /** vct#integrity: when the configuration publishes the type metadata document of its vct. */
+    vctIntegrity?: string;
     claims: Record<string, unknown>;
     fields: FieldRule[];
     holderJwk?: JWK;
@@ -100,6 +125,7 @@ export const issueSdJwtVc = async (signing: SigningService, input: SdJwtIssue): 
         ...input.claims,
         iss: input.issuer,
         vct: input.vct,
+        ...(input.vctIntegrity ? { 'vct#integrity': input.vctIntegrity } : {}),
         ...timeClaims(Date.now(), input.lifetimeSeconds),
         ...(input.holderJwk ? { cnf: { jwk: input.holderJwk } } : {}),
         ...(input.status ? { status: input.status } : {})

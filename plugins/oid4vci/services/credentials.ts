@@ -13,7 +13,7 @@ import type { SigningService } from '../../kms/services/signing';
 import { completeClaims, flattenFields, type Path } from '../formats/claims';
 import { checkClaims as enforceClaimRules } from '../formats/constraints';
 import { issueMdoc } from '../formats/mdoc';
-import { issueSdJwtVc } from '../formats/sd-jwt';
+import { issueSdJwtVc, typeMetadataDocument } from '../formats/sd-jwt';
 import { systemContext, tenantUrl, type Issuer } from '../issuer';
 import { deferredInterval, IssuanceDeferred, newTransactionId, type DeferredService, type IssuedCredentials } from './deferred';
 import { responseEncryptionOf } from './encryption';
@@ -233,7 +233,7 @@ export class CredentialService {
         }
         const vct = typeof credential.vct === 'string' ? credential.vct : credential.vct?.vct;
         return issueSdJwtVc(this.deps.signing, {
-            tenantId, keyChainId, issuer: tenantUrl(this.deps.publicUrl, tenantId), vct: vct!, claims, fields: credential.fields as never, holderJwk, lifetimeSeconds: credential.lifeTime, status
+            tenantId, keyChainId, issuer: tenantUrl(this.deps.publicUrl, tenantId), vct: vct!, vctIntegrity: typeMetadataDocument(credential.vct)?.integrity, claims, fields: credential.fields as never, holderJwk, lifetimeSeconds: credential.lifeTime, status
         });
     }
 }

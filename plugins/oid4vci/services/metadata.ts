@@ -1,5 +1,6 @@
 import { PROOF_TYPES, type ClaimField, type CredentialConfig } from '../../../resources/credential-config';
 import { flattenFields } from '../formats/claims';
+import { typeMetadataDocument, type TypeMetadataDocument } from '../formats/sd-jwt';
 import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
 import { ATTEST_JWT_CLIENT_AUTH, clientAttestationMetadata } from './client-attestation';
 import { responseEncryptionMetadata, type CredentialRequestDecryption } from './encryption';
@@ -130,5 +131,11 @@ export class MetadataService {
 
     async authorizationServerMetadata(tenantId: string): Promise<Metadata> {
         return (await this.build(tenantId)).authorizationServer;
+    }
+
+    /** The SD-JWT VC type metadata document of a dc+sd-jwt configuration whose vct is given in object form. */
+    async typeMetadata(tenantId: string, credentialConfigurationId: string): Promise<TypeMetadataDocument | undefined> {
+        const credential = (await this.deps.issuer.snapshot(tenantId)).credentials.get(credentialConfigurationId);
+        return credential?.config.format === 'dc+sd-jwt' ? typeMetadataDocument(credential.vct) : undefined;
     }
 }

@@ -262,7 +262,7 @@ const httpUrl = Joi.string().uri({ scheme: ['http', 'https'] }).max(2048);
 const hasScheme = (uri: string) => /^[a-z][a-z0-9+.-]*:/i.test(uri);
 
 // Wallets fetch the image themselves (OpenID4VCI display logo / background_image): an https: URL or a data: URI.
-const displayImageSchema = Joi.object<DisplayImage, true>({
+export const displayImageSchema = Joi.object<DisplayImage, true>({
     uri: notAvailableYet(Joi.string().min(1).max(65536), 'image files of the tenant folder are not served by this service; give an https: or data: URI', (uri: string) => !hasScheme(uri))
         .custom((uri: string, helpers) => (!hasScheme(uri) || /^https:\/\/[^\s/?#]+\S*$/i.test(uri) || /^data:[\w/.+-]+;\w+,/i.test(uri) ? uri : helpers.error('displayImage.uri')))
         .messages({ 'displayImage.uri': '{{#label}} must be an https: URL or a data: URI' })

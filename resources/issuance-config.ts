@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
+import { displayImageSchema } from './credential-config';
 
 /** Issuer-wide display entry, published in the credential issuer metadata. */
 export interface IssuerDisplay {
@@ -28,8 +29,7 @@ export interface IssuanceConfig {
 export const issuerDisplaySchema = Joi.object<IssuerDisplay, true>({
     locale: Joi.string().min(1).max(35).required().description('BCP 47 language tag'),
     name: Joi.string().min(1).max(255).required(),
-    // Not checked as a URI: it may name a file of the tenant folder's images/ directory.
-    logo: Joi.object({ uri: Joi.string().min(1).max(8192).required() }).label('Image')
+    logo: displayImageSchema
 }).label('IssuerDisplay');
 
 export const issuanceConfigSchema = Joi.object<IssuanceConfig, true>({

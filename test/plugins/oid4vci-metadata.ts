@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
+import { TypeMetadataFormatSchema } from '@sd-jwt/sd-jwt-vc';
 import * as Jose from 'jose';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
@@ -68,7 +69,11 @@ for (const dialect of DIALECTS) {
                 const res = await save(config);
                 expect(res.statusCode, res.payload).to.equal(201);
             }
+            const issuerDisplay = [{ locale: 'en', name: 'Acme', logo: { uri: PNG_DATA_URI } }];
+            const settings = await t.server.inject({ method: 'PUT', url: '/api/issuer/config', headers: bearer(admin), payload: { display: issuerDisplay } });
+            expect(settings.statusCode, settings.payload).to.equal(200);
             const resolved = await new Wallet().client.resolveIssuerMetadata(`${publicUrl}/issuers/acme`);
+            expect(resolved.credentialIssuer.display).to.equal(issuerDisplay);
             const supported = resolved.credentialIssuer.credential_configurations_supported as Record<string, any>;
             expect(supported['pid-display'].scope).to.equal('eu.europa.ec.eudi.pid.1');
             expect(supported['pid-display'].credential_metadata.display).to.equal(display);
@@ -82,6 +87,9 @@ for (const dialect of DIALECTS) {
         });
 
         it('refuses display images a wallet could not load (not https: or data:), naming the path', async () => {
+            const issuerLogo = await t.server.inject({ method: 'PUT', url: '/api/issuer/config', headers: bearer(admin), payload: { display: [{ locale: 'en', name: 'Acme', logo: { uri: 'images/acme.png' } }] } });
+            expect(issuerLogo.statusCode, issuerLogo.payload).to.equal(400);
+            expect((issuerLogo.result as any).details).to.equal([{ path: 'display.0.logo.uri', message: '"display.0.logo.uri": image files of the tenant folder are not served by this service; give an https: or data: URI' }]);
             const withLogo = (id: string, uri: unknown) => ({ ...pidConfig(), id, config: { format: 'dc+sd-jwt', display: [{ locale: 'en', name: 'PID', logo: { uri } }] } });
             await refused(withLogo('logo-file', 'images/logo.png'), [{
                 path: 'config.display.0.logo.uri',
@@ -114,6 +122,8 @@ for (const dialect of DIALECTS) {
             expect(served.headers.get('content-type')).to.match(/^application\/json/);
             const bytes = Buffer.from(await served.arrayBuffer());
             expect(JSON.parse(bytes.toString('utf8'))).to.equal(vct);
+            // The SD-JWT VC library's own schema of a type metadata document.
+            expect(TypeMetadataFormatSchema.safeParse(JSON.parse(bytes.toString('utf8'))).success).to.be.true();
             const integrity = `sha256-${Crypto.createHash('sha256').update(bytes).digest('base64')}`;
 
             const metadata = (await t.server.inject('/.well-known/openid-credential-issuer/issuers/acme')).result as any;

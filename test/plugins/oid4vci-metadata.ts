@@ -144,6 +144,11 @@ for (const dialect of DIALECTS) {
                 const res = await t.server.inject(url);
                 expect(res.statusCode, url).to.equal(404);
             }
+            // Bad input is a 400 or a 404, never a 500.
+            for (const [url, status] of [[`/issuers/acme/vct/${'x'.repeat(256)}`, 400], ['/issuers/acme/vct/%00', 400], ['/issuers/ACME!/vct/pid-typed', 400], ['/issuers/acme/vct/pid-typed%2F..', 404]] as const) {
+                const res = await t.server.inject(url);
+                expect(res.statusCode, `${url}: ${res.payload}`).to.equal(status);
+            }
             const received = await new Wallet().receive(await offerUri('pid-plain'), { configurationId: 'pid-plain' });
             const payload = Jose.decodeJwt(received.credentials[0]!.split('~')[0]!);
             expect(payload.vct).to.equal('urn:eudi:pid:1');

@@ -202,12 +202,12 @@ export interface UpgradeOutcome {
 export const upgradeInput = async (registry: Registry, input: ConfigInput, options: { write: boolean; out?: string }): Promise<UpgradeOutcome> => {
     const reports: FileReport[] = [];
     const written: string[] = [];
-    const upgradeOne = (file: string, raw: unknown) => {
+    const upgradeOne = (file: string, raw: unknown, folder?: { tenantId: string }) => {
         const report: FileReport = { file, problems: [], warnings: [] };
         reports.push(report);
         try {
             const from = registry.parseDocument(raw).version;
-            const upgraded = upgradeDocument(registry, raw);
+            const upgraded = upgradeDocument(registry, raw, folder);
             report.warnings.push(...upgraded.warnings.map((w) => `${w.code}: ${w.message}`));
             if (from < registry.kindForSchema(upgraded.document.$schema).version) {
                 report.upgradedFrom = from;
@@ -252,7 +252,7 @@ export const upgradeInput = async (registry: Registry, input: ConfigInput, optio
                     if (!isObject(raw) || !('$schema' in raw)) {
                         continue;
                     }
-                    const document = upgradeOne(file.relative, raw);
+                    const document = upgradeOne(file.relative, raw, { tenantId: tenant.name });
                     if (document && reports.at(-1)!.upgradedFrom !== undefined) {
                         changes.push({ path: file.path, text: jsonText(document) });
                     }

@@ -124,6 +124,41 @@ describe('hallmark config (offline)', () => {
         expect(Fs.readFileSync(Path.join(dir, 'presentation/identify.json'), 'utf8')).to.equal(before);
     });
 
+    it('validates and upgrades a JSON bundle: placeholders kept, new $schema and checksums in the manifest', SLOW, async () => {
+        const dir = tempDir();
+        dirs.push(dir);
+        const presentation = v1Presentation();
+        const hook = { $schema: schemaOf('WebhookEndpointConfigFile', 1), spec: { id: 'hook', name: 'Backend', url: '${CLI_TEST_HOOK_URL}', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: '${CLI_TEST_HOOK_SECRET}' } } } };
+        const bundle: JsonBundle = {
+            manifest: {
+                format: 'hallmark.config-bundle', formatVersion: 1, assets: [], requirements: [], warnings: [],
+                resources: [
+                    { kind: 'PresentationConfig', id: 'identify', $schema: presentation.$schema, path: 'presentation/identify.json', sha256: sha256Hex(jcs(presentation)) },
+                    { kind: 'WebhookEndpoint', id: 'hook', $schema: hook.$schema, path: 'webhook-endpoints/hook.json', sha256: sha256Hex(jcs(hook)) }
+                ]
+            },
+            documents: [{ path: 'presentation/identify.json', document: presentation }, { path: 'webhook-endpoints/hook.json', document: hook }],
+            assets: []
+        };
+        const file = Path.join(dir, 'bundle.json');
+        Fs.writeFileSync(file, JSON.stringify(bundle));
+        const valid = await cli(['validate', file]);
+        expect(valid.status, valid.stderr).to.equal(0);
+        expect(valid.stderr).to.contain('warning unresolved placeholder ${CLI_TEST_HOOK_URL}');
+        expect(valid.stderr).to.contain('2 document(s) valid');
+
+        const out = Path.join(dir, 'upgraded.json');
+        const upgraded = await cli(['upgrade', file, '--out', out]);
+        expect(upgraded.status, upgraded.stderr).to.equal(0);
+        const result = JSON.parse(Fs.readFileSync(out, 'utf8')) as JsonBundle;
+        expect(result.manifest.formatVersion).to.equal(2);
+        expect(result.manifest.resources.map((r) => r.$schema)).to.equal([schemaOf('PresentationConfigFile', 3), schemaOf('WebhookEndpointConfigFile', 1)]);
+        for (const entry of result.manifest.resources) {
+            expect(entry.sha256).to.equal(sha256Hex(jcs(result.documents.find((d) => d.path === entry.path)!.document)));
+        }
+        expect(result.documents[1]!.document).to.equal(hook);
+    });
+
     it('answers usage errors with exit code 2 and the subcommand help, and --help with 0', SLOW, async () => {
         const res = await cli(['plan', 'bundle.json', '--mode', 'merge']);
         expect(res.status).to.equal(2);

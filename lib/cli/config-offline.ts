@@ -13,7 +13,7 @@ import { substitutePlaceholders, type Variables } from '../config-import/placeho
 import { writeZip } from '../../plugins/bundles/archive';
 import { BUNDLE_FORMAT_VERSION, MANIFEST_PATH, decodeJsonBundle, decodeZipBundle, jcs, jsonBundleSchema, sha256Hex, type Bundle, type JsonBundle } from '../../plugins/bundles/bundle';
 import { BundleError } from '../../plugins/bundles/errors';
-import { upgradeDocument } from '../../plugins/bundles/upgrade';
+import { holdsPlaceholder, upgradeDocument } from '../../plugins/bundles/upgrade';
 
 /**
  * The offline half of `hallmark config`: the registry of the manifest's plugins (built-in and third-party kinds),
@@ -132,8 +132,21 @@ const checkDocument = (registry: Registry, raw: unknown, options: { file: string
             throw new ValidationError('not a configuration document: it has no $schema');
         }
         spec = kind.fromFolder?.(spec, options.tenantId) ?? spec;
-        const { warnings } = registry.validate(kind, spec, version ?? kind.version);
-        report.warnings.push(...warnings.map((w) => `${w.code}: ${w.message}`));
+        try {
+            const { warnings } = registry.validate(kind, spec, version ?? kind.version);
+            report.warnings.push(...warnings.map((w) => `${w.code}: ${w.message}`));
+        }
+        catch (err) {
+            // An unresolved placeholder is already a warning; what its literal text breaks is not a second problem.
+            if (!(err instanceof ValidationError) || !err.details?.length) {
+                throw err;
+            }
+            const upgraded = registry.upgrade(kind, spec, version ?? kind.version).spec;
+            const problems = err.details.filter((d) => !holdsPlaceholder(upgraded, d.path));
+            if (problems.length) {
+                throw new ValidationError(err.message, problems);
+            }
+        }
         if (version !== undefined && version < kind.version) {
             report.upgradedFrom = version;
         }

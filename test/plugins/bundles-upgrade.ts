@@ -79,6 +79,18 @@ for (const dialect of DIALECTS) {
             expect((notUrl.result as any).code).to.equal('BUNDLE_INVALID');
         });
 
+        it('keeps ${VAR} placeholders, which only an import resolves, and still reports every other problem', async () => {
+            const hook = { id: 'hook', name: 'Backend', url: '${HOOK_URL}', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: '${HOOK_SECRET}' } } };
+            const res = await upgrade({ $schema: schemaOf('WebhookEndpointConfigFile', 1), spec: hook });
+            expect(res.statusCode).to.equal(200);
+            expect(res.result).to.equal({ document: { $schema: schemaOf('WebhookEndpointConfigFile', 1), spec: hook }, warnings: [] });
+            const broken = await upgrade({ $schema: schemaOf('WebhookEndpointConfigFile', 1), spec: { ...hook, name: 42 } });
+            expect(broken.statusCode).to.equal(400);
+            expect((broken.result as any).details.map((d: { path: string }) => d.path)).to.equal(['name']);
+            const literal = await upgrade({ $schema: schemaOf('WebhookEndpointConfigFile', 1), spec: { ...hook, url: 'not a url' } });
+            expect((literal.result as any).details.map((d: { path: string }) => d.path)).to.equal(['url']);
+        });
+
         it('refuses an upgraded spec that does not validate, with every problem', async () => {
             const res = await upgrade({ $schema: schemaOf('PresentationConfigFile', 1), spec: { ...identify, lifeTime: 0, colour: 'red' } });
             expect(res.statusCode).to.equal(400);

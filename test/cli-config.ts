@@ -5,6 +5,8 @@ import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import type { TenantContext } from '../lib/registry/kind';
+import { PassThrough } from 'node:stream';
+import { runConfigCommand } from '../lib/cli/config';
 import { jcs, sha256Hex, type JsonBundle } from '../plugins/bundles/bundle';
 import { tenantKind } from '../resources/tenant';
 import { trustListKind } from '../resources/trust-list';
@@ -243,6 +245,40 @@ for (const dialect of DIALECTS) {
             const body = JSON.parse(plan.stdout);
             expect(body.blocked).to.be.false();
             expect(body.actions.map((a: { action: string }) => a.action)).to.equal(['unchanged', 'unchanged']);
+        });
+
+        it('asks on a terminal and imports only after yes (in process)', SLOW, async () => {
+            const bundle = JSON.parse(Fs.readFileSync(Path.join(dir, 'export.json'), 'utf8')) as JsonBundle;
+            const trust = bundle.documents.find((d) => d.path === 'trust-lists/demo.json')!.document;
+            (trust.spec as { description: string }).description = 'Confirmed on a terminal';
+            // The earlier import raised the stored generations (the tenant's too, for its new ownership) past the
+            // exported ones: with them the plan would block with STALE_GENERATION.
+            bundle.documents.forEach((d) => delete d.document.metadata);
+            const file = Path.join(dir, 'terminal.json');
+            Fs.writeFileSync(file, JSON.stringify(rehash(bundle)));
+            const run = async (answer: string) => {
+                const stdin = Object.assign(new PassThrough(), { isTTY: true });
+                const stdout = new PassThrough();
+                const stderr = new PassThrough();
+                let out = '';
+                let err = '';
+                stdout.on('data', (c: Buffer) => (out += c.toString()));
+                stderr.on('data', (c: Buffer) => (err += c.toString()));
+                stdin.write(`${answer}\n`);
+                const status = await runConfigCommand(['import', file, '--tenant', tenantId], { stdin, stdout, stderr, env });
+                return { status, out, err };
+            };
+            const description = async () => (await t.server.registry.get(system(tenantId), trustListKind, 'demo'))!.spec.description;
+            const declined = await run('n');
+            expect(declined.status, declined.out + declined.err).to.equal(1);
+            expect(declined.err).to.contain('Import 1 change(s) into tenant cli-shop? [y/N]');
+            expect(declined.err).to.contain('declined: nothing was imported');
+            expect(declined.out).to.match(/^update\s+TrustList\s+demo\s+description$/m);
+            expect(await description()).to.equal('Edited in Git');
+            const accepted = await run('y');
+            expect(accepted.status, accepted.err).to.equal(0);
+            expect(accepted.err).to.contain('Imported in');
+            expect(await description()).to.equal('Confirmed on a terminal');
         });
 
         it('stops a blocked plan with exit code 3 and imports nothing; a wrong secret fails with 1', SLOW, async () => {

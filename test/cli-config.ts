@@ -7,6 +7,7 @@ import * as Lab from '@hapi/lab';
 import type { TenantContext } from '../lib/registry/kind';
 import { PassThrough } from 'node:stream';
 import { runConfigCommand } from '../lib/cli/config';
+import { writeZip } from '../plugins/bundles/archive';
 import { jcs, sha256Hex, type JsonBundle } from '../plugins/bundles/bundle';
 import { tenantKind } from '../resources/tenant';
 import { trustListKind } from '../resources/trust-list';
@@ -170,6 +171,140 @@ describe('hallmark config (offline)', () => {
         expect(help.status).to.equal(0);
         expect(help.stdout).to.contain('Usage: hallmark config import');
         expect(help.stdout).to.contain('3 plan blocked');
+    });
+});
+
+/** runConfigCommand in this process, stdin not a terminal: the same code the child runs, measured for coverage. */
+const inProcess = async (args: string[], env: Record<string, string> = {}) => {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let out = '';
+    let err = '';
+    stdout.on('data', (c: Buffer) => (out += c.toString()));
+    stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const stdin = new PassThrough();
+    const status = await runConfigCommand(args, { stdin, stdout, stderr, env });
+    return { status, out, err };
+};
+
+describe('hallmark config in process', () => {
+    const dirs: string[] = [];
+    after(() => dirs.forEach((d) => Fs.rmSync(d, { recursive: true, force: true })));
+
+    it('answers every usage error with 2 and the right help, and unreadable input with 1', SLOW, async () => {
+        const dir = tempDir();
+        dirs.push(dir);
+        const notJson = Path.join(dir, 'notes.txt');
+        Fs.writeFileSync(notJson, 'hello');
+        const remote = { HALLMARK_URL: 'http://127.0.0.1:9', HALLMARK_CLIENT_ID: 'x', HALLMARK_CLIENT_SECRET: 'y' };
+        const cases: Array<[string[], number, string, Record<string, string>?]> = [
+            [[], 2, ''],
+            [['--help'], 0, ''],
+            [['frobnicate'], 2, 'Unknown config command frobnicate'],
+            [['validate'], 2, 'a path is required'],
+            [['validate', 'a', 'b'], 2, 'give one path'],
+            [['validate', dir, '--write'], 2, 'validate writes nothing'],
+            [['upgrade', dir, '--quiet'], 2, '--quiet belongs to validate'],
+            [['upgrade', dir, '--out', 'x.json'], 2, 'a folder is upgraded in place'],
+            [['validate', dir, '--bogus'], 2, "Unknown option '--bogus'"],
+            [['validate', Path.join(dir, 'missing.json')], 1, 'no such file or directory'],
+            [['validate', notJson], 1, 'not valid JSON'],
+            [['validate', dir], 1, 'no configuration files found'],
+            [['export', 'bundle.json'], 2, 'export takes no bundle'],
+            [['export', '--format', 'tar'], 2, '--format must be json or zip'],
+            [['plan'], 2, 'a bundle (JSON or ZIP file) is required'],
+            [['plan', 'a', 'b'], 2, 'give one bundle'],
+            [['plan', notJson, '--format', 'yaml'], 2, '--format must be table or json'],
+            [['plan', notJson, '--out', 'x'], 2, '--out belongs to export'],
+            [['plan', notJson, '--yes'], 2, '--yes belongs to import'],
+            [['plan', notJson], 1, 'neither a ZIP nor a JSON bundle', remote],
+            [['plan', Path.join(dir, 'missing.json')], 1, 'cannot be read', remote],
+            [['export'], 2, '--url (or HALLMARK_URL) is required'],
+            [['export', '--url', 'ftp://x'], 2, 'is not an http(s) URL'],
+            [['export', '--url', 'http://127.0.0.1:9'], 2, 'client credentials are required'],
+            [['export'], 1, 'cannot be reached', remote]
+        ];
+        for (const [args, status, message, env] of cases) {
+            const res = await inProcess(args, env);
+            expect(res.status, `${args.join(' ')}: ${res.err}`).to.equal(status);
+            expect(res.err, args.join(' ')).to.contain(message);
+        }
+    });
+
+    it('upgrades and validates documents, folders and bundles (JSON and ZIP)', SLOW, async () => {
+        const dir = tempDir();
+        dirs.push(dir);
+        const tenant = Path.join(dir, 'shop');
+        Fs.cpSync(demoFolder, tenant, { recursive: true });
+        Fs.writeFileSync(Path.join(tenant, 'presentation/identify.json'), JSON.stringify(v1Presentation()));
+        const doc = Path.join(dir, 'identify.json');
+        Fs.writeFileSync(doc, JSON.stringify(v1Presentation()));
+
+        const printed = await inProcess(['upgrade', doc]);
+        expect(printed.status, printed.err).to.equal(0);
+        expect(JSON.parse(printed.out).$schema).to.equal(schemaOf('PresentationConfigFile', 3));
+        const inPlace = await inProcess(['upgrade', doc, '--write']);
+        expect(inPlace.status).to.equal(0);
+        expect(JSON.parse(Fs.readFileSync(doc, 'utf8')).$schema).to.equal(schemaOf('PresentationConfigFile', 3));
+        const bare = Path.join(dir, 'bare.json');
+        Fs.writeFileSync(bare, JSON.stringify(demo('trust-lists/demo.json').spec));
+        const bareRes = await inProcess(['validate', bare]);
+        expect(bareRes.status).to.equal(1);
+        expect(bareRes.err).to.contain('not a configuration document: it has no $schema');
+        const bareUpgrade = await inProcess(['upgrade', bare]);
+        expect(bareUpgrade.status).to.equal(1);
+
+        const dryRun = await inProcess(['upgrade', tenant]);
+        expect(dryRun.status).to.equal(0);
+        expect(dryRun.err).to.contain('(dry run: --write rewrites them)');
+        expect(JSON.parse(Fs.readFileSync(Path.join(tenant, 'presentation/identify.json'), 'utf8')).$schema).to.equal(schemaOf('PresentationConfigFile', 1));
+        const valid = await inProcess(['validate', tenant, '--quiet']);
+        expect(valid.status).to.equal(0);
+        expect(valid.err).to.equal('8 document(s) valid\n');
+
+        // A bundle made from the folder's documents, as JSON and as ZIP.
+        const files = ['trust-lists/demo.json', 'presentation/identify.json'];
+        const documents = files.map((path) => ({ path, document: JSON.parse(Fs.readFileSync(Path.join(tenant, path), 'utf8')) }));
+        const bundle: JsonBundle = {
+            manifest: {
+                format: 'hallmark.config-bundle', formatVersion: 2, tenant: 'shop', assets: [], requirements: [], warnings: [],
+                resources: documents.map((d, i) => ({ kind: ['TrustList', 'PresentationConfig'][i]!, id: d.document.spec.id, $schema: d.document.$schema, path: d.path, sha256: sha256Hex(jcs(d.document)) }))
+            },
+            documents,
+            assets: []
+        };
+        const jsonFile = Path.join(dir, 'bundle.json');
+        Fs.writeFileSync(jsonFile, JSON.stringify(bundle));
+        expect((await inProcess(['validate', jsonFile])).status).to.equal(0);
+        const jsonOut = await inProcess(['upgrade', jsonFile]);
+        expect(jsonOut.status).to.equal(0);
+        expect(JSON.parse(jsonOut.out).manifest.resources[1].$schema).to.equal(schemaOf('PresentationConfigFile', 3));
+
+        const zipManifest = { ...bundle.manifest, resources: bundle.manifest.resources.map((r, i) => ({ ...r, sha256: sha256Hex(Buffer.from(JSON.stringify(documents[i]!.document))) })) };
+        const zipFile = Path.join(dir, 'bundle.zip');
+        Fs.writeFileSync(zipFile, await writeZip([
+            { path: 'manifest.json', data: Buffer.from(JSON.stringify(zipManifest)) },
+            ...documents.map((d) => ({ path: d.path, data: Buffer.from(JSON.stringify(d.document)) }))
+        ], new Date()));
+        expect((await inProcess(['validate', zipFile])).status).to.equal(0);
+        const noOut = await inProcess(['upgrade', zipFile]);
+        expect(noOut.status).to.equal(1);
+        expect(noOut.err).to.contain('give --out <file.zip>');
+        const zipOut = Path.join(dir, 'upgraded.zip');
+        expect((await inProcess(['upgrade', zipFile, '--out', zipOut])).status).to.equal(0);
+        const upgradedZip = await inProcess(['validate', zipOut]);
+        expect(upgradedZip.status, upgradedZip.err).to.equal(0);
+        expect(upgradedZip.err).to.not.contain('from version');
+
+        // A checksum mismatch is BUNDLE_INVALID for validate and upgrade alike.
+        bundle.manifest.resources[0]!.sha256 = '0'.repeat(64);
+        Fs.writeFileSync(jsonFile, JSON.stringify(bundle));
+        const mismatch = await inProcess(['validate', jsonFile]);
+        expect(mismatch.status).to.equal(1);
+        expect(mismatch.err).to.contain('✗');
+        expect((await inProcess(['upgrade', jsonFile])).status).to.equal(1);
+        Fs.writeFileSync(jsonFile, JSON.stringify({ manifest: {}, documents: 'no' }));
+        expect((await inProcess(['validate', jsonFile])).err).to.contain('not a valid JSON bundle');
     });
 });
 

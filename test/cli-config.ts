@@ -416,6 +416,31 @@ for (const dialect of DIALECTS) {
             expect(await description()).to.equal('Confirmed on a terminal');
         });
 
+        it('exports, plans and imports in process as well (stdout export, nothing to import, wrong tenant)', SLOW, async () => {
+            const exported = await inProcess(['export', '--tenant', tenantId], env);
+            expect(exported.status, exported.err).to.equal(0);
+            const bundle = JSON.parse(exported.out) as JsonBundle;
+            expect(bundle.manifest.resources.map((r) => r.kind).sort()).to.equal(['Tenant', 'TrustList']);
+            const file = Path.join(dir, 'fresh.json');
+            Fs.writeFileSync(file, exported.out);
+            const zip = Path.join(dir, 'fresh.zip');
+            expect((await inProcess(['export', '--tenant', tenantId, '--format', 'zip', '--out', zip], env)).status).to.equal(0);
+
+            const plan = await inProcess(['plan', zip, '--tenant', tenantId], env);
+            expect(plan.status, plan.err).to.equal(0);
+            expect(plan.out).to.contain('0 create, 0 update, 0 delete, 2 unchanged, 0 skip, 0 blocked');
+            const nothing = await inProcess(['import', file, '--tenant', tenantId, '--format', 'json'], env);
+            expect(nothing.status, nothing.err).to.equal(0);
+            expect(nothing.err).to.contain('Nothing to import');
+            expect(JSON.parse(nothing.out).operationId).to.be.null();
+            const wrongSecret = await inProcess(['plan', file, '--tenant', tenantId], { ...env, HALLMARK_CLIENT_SECRET: 'wrong' });
+            expect(wrongSecret.status).to.equal(1);
+            expect(wrongSecret.err).to.contain('no token: 401 invalid_client');
+            const noExport = await inProcess(['export', '--tenant', 'no-such-tenant'], env);
+            expect(noExport.status).to.equal(1);
+            expect(noExport.err).to.contain('export refused: 404');
+        });
+
         it('stops a blocked plan with exit code 3 and imports nothing; a wrong secret fails with 1', SLOW, async () => {
             const bundle = JSON.parse(Fs.readFileSync(Path.join(dir, 'export.json'), 'utf8')) as JsonBundle;
             const hook = { $schema: schemaOf('WebhookEndpointConfigFile', 1), spec: { id: 'hook', name: 'Backend', url: 'https://hooks.example.com/in', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: '${CLI_TEST_UNSET_HOOK_SECRET}' } } } };

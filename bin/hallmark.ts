@@ -5,6 +5,7 @@ import { Database, DatabaseUnreachableError } from '../lib/db/database';
 import { migrateLatest, migrationStatus } from '../lib/db/migrate';
 import { createLogger, type Logger } from '../lib/logging';
 import { ServiceKeys } from '../plugins/oauth2/service-keys';
+import { runConfigCommand } from '../lib/cli/config';
 
 const USAGE = `Usage: hallmark <command>
 
@@ -13,6 +14,7 @@ Commands:
   migrate             apply pending database migrations
   migrate:status      list applied and pending migrations
   keys:rotate         new signing key for management tokens (old public keys stay until their tokens expire)
+  config <command>    configuration as code: upgrade, validate, export, plan, import ("hallmark config --help")
 `;
 
 /**
@@ -68,6 +70,11 @@ const main = async (argv: string[]): Promise<void> => {
     const [command] = argv;
     if (!command || command === '--help' || command === '-h') {
         process.stdout.write(USAGE);
+        return;
+    }
+    // Needs no service configuration: offline commands compose their own, remote ones take --url.
+    if (command === 'config') {
+        process.exitCode = await runConfigCommand(argv.slice(1), { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env });
         return;
     }
     let config: Config;

@@ -70,6 +70,26 @@ const resourceView = Joi.object({
     updatedAt: Joi.string().isoDate().required()
 }).label('BundleResource');
 
+const schemaUrl = Joi.string().max(512).description('The schema URL naming kind and version, e.g. https://schemas.hallmark.dev/config/v1/PresentationConfigFile.schema.json');
+const documentMetadata = Joi.object({
+    generation: Joi.number().integer().min(1),
+    ownership: Joi.string().valid('unmanaged', 'file-managed')
+}).label('ConfigDocumentMetadata');
+const upgradeRequest = Joi.object({
+    $schema: schemaUrl.required(),
+    metadata: documentMetadata,
+    spec: Joi.object().unknown(true).required().description('The resource configuration in the version $schema names')
+}).label('ConfigDocumentToUpgrade');
+const upgradeView = Joi.object({
+    document: Joi.object({
+        $schema: schemaUrl.required(),
+        metadata: documentMetadata,
+        spec: Joi.object().unknown(true).required()
+    }).label('UpgradedConfigDocument').required(),
+    warnings: Joi.array().items(Joi.object({ code: Joi.string().required(), message: Joi.string().required() }).label('UpgradeWarning')).required()
+        .description('What the upgrade changed beyond the version, e.g. PROVIDED_ATTESTATIONS_REMOVED')
+}).label('ConfigDocumentUpgrade');
+
 const archivePayload = Joi.object({ bundle: Joi.binary().required().description('The ZIP bundle') });
 
 /** The tenant acted on: the token's own, or for a tenant:manage client the one `?tenantId=` names. */
@@ -195,6 +215,20 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             response: { status: { 200: importView } }
         },
         handler: answering((request) => imported(service, request, (request.payload as { bundle: Buffer }).bundle))
+    },
+    {
+        method: 'POST',
+        path: '/api/config-bundles/documents/upgrade',
+        options: {
+            tags,
+            description: 'Upgrade one configuration document to the current version of its kind',
+            notes: 'Runs the registry\'s upgrade steps from the version `$schema` names (spec 9) and validates the result. Answers the document with the current `$schema` and the upgrade warnings. 400 BUNDLE_INVALID for an unknown or newer `$schema`, a failed upgrade step or an invalid result. Reads and stores nothing.',
+            auth: { access: { scope: ROLES } },
+            payload: { maxBytes: 1024 * 1024 },
+            validate: { payload: upgradeRequest },
+            response: { status: { 200: upgradeView } }
+        },
+        handler: answering(async (request) => service.upgrade(request.payload))
     },
     {
         method: 'GET',

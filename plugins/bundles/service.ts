@@ -14,6 +14,7 @@ import { BundleError } from './errors';
 import { BundleLockModel, BundleOperationModel, BundleSourceModel, type OperationStatus, type OperationType } from './models';
 import { applyPlan, type ImportMode, type Plan, type PlanAction } from '../../lib/config-import/plan';
 import { planImport, sourceRecords } from './planner';
+import { upgradeDocument, type UpgradedDocument } from './upgrade';
 
 export type BundleContext = TenantContext & { tenantId: string };
 
@@ -83,6 +84,11 @@ export class BundleService {
 
     private get registry() {
         return this.options.registry;
+    }
+
+    /** One document at its kind's current version (spec 4.8 documents/upgrade); needs no tenant or database. */
+    upgrade(document: unknown): UpgradedDocument {
+        return upgradeDocument(this.registry, document);
     }
 
     decode(input: { json?: JsonBundle; zip?: Buffer }): Promise<Bundle> | Bundle {

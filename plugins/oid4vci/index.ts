@@ -114,7 +114,7 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const credentials: CredentialService = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, proofs: new ProofVerifier({ publicUrl, singleUse, trust }), statusProvider: () => statusProvider, deferred });
         const notifications = new NotificationService({ outbound, sessions, log });
         const requestDecryption = new CredentialRequestDecryption(Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'credential-request-encryption/v1', 32)));
-        const metadata = new MetadataService({ publicUrl, issuer, requestDecryption });
+        const metadata = new MetadataService({ publicUrl, issuer, requestDecryption, registry, signing });
         const interactive = new InteractiveAuthorizationService({ issuer, sessions, authorization, clients, presentations: () => presentationVerifier, log });
 
         server.registerJob({

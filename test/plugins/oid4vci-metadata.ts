@@ -190,5 +190,40 @@ for (const dialect of DIALECTS) {
             const nulls = await save({ ...pidConfig(), id: 'nulls', sdJwtTrustFormat: null, embeddedDisclosurePolicy: null });
             expect(nulls.statusCode, nulls.payload).to.equal(201);
         });
+
+        it('signs the issuer metadata when Accept asks for application/jwt (OpenID4VCI 12.2.3), with the access chain\'s x5c', async () => {
+            const metadataUrl = `${publicUrl}/.well-known/openid-credential-issuer/issuers/acme`;
+            const get = (accept?: string) => fetch(metadataUrl, { headers: accept ? { accept } : {} });
+            // No access key chain yet: JSON where JSON is acceptable, 406 where only the JWT is.
+            const fallback = await get('application/jwt, application/json;q=0.5');
+            expect(fallback.headers.get('content-type')).to.contain('application/json');
+            const refused = await get('application/jwt');
+            expect(refused.status).to.equal(406);
+
+            expect((await t.server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(admin), payload: { id: 'access', usageType: 'access', subject: { commonName: 'Acme access', country: 'DE' } } })).statusCode).to.equal(201);
+            const json = await (await get()).json() as Record<string, unknown>;
+            for (const accept of ['application/jwt', 'application/json;q=0.1, application/jwt']) {
+                const res = await get(accept);
+                expect(res.status).to.equal(200);
+                expect(res.headers.get('content-type')).to.contain('application/jwt');
+                expect(res.headers.get('vary')).to.contain('accept');
+                const jwt = await res.text();
+                // Verified as a wallet would: with the certificate the header carries, which chains to the tenant root.
+                const { payload, protectedHeader } = await Jose.jwtVerify(jwt, async (header) => Jose.importX509(`-----BEGIN CERTIFICATE-----\n${header.x5c![0]}\n-----END CERTIFICATE-----`, 'ES256'), { typ: 'openidvci-issuer-metadata+jwt' });
+                expect(protectedHeader.alg).to.equal('ES256');
+                expect(protectedHeader.x5c!.length).to.be.at.least(1);
+                expect(payload.sub).to.equal(`${publicUrl}/issuers/acme`);
+                expect(payload.iat!).to.be.within(Math.floor(Date.now() / 1000) - 60, Math.floor(Date.now() / 1000) + 1);
+                const { sub: _sub, iat: _iat, ...members } = payload;
+                expect(members).to.equal(json);
+            }
+            // Equal preference, no Accept, and JSON preferred: the JSON document.
+            for (const accept of ['application/json, application/jwt', undefined, 'application/json', '*/*']) {
+                const res = await get(accept);
+                expect(res.headers.get('content-type'), String(accept)).to.contain('application/json');
+            }
+            // The wallet library reads the JSON form it asks for by default.
+            expect((await new Wallet().client.resolveIssuerMetadata(`${publicUrl}/issuers/acme`)).credentialIssuer.credential_issuer).to.equal(`${publicUrl}/issuers/acme`);
+        });
     });
 }

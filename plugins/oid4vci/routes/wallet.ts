@@ -1,7 +1,8 @@
 import type Hapi from '@hapi/hapi';
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
-import { NotFoundError, OAuthError } from '../../../lib/errors';
+import { acceptQualities, preferredMediaType } from '../../../lib/http/accept';
+import { DomainError, NotFoundError, OAuthError } from '../../../lib/errors';
 import { tenantIdSchema } from '../../../resources/tenant';
 import { keyChainKind } from '../../../resources/key-chain';
 import { systemContext, type Issuer } from '../issuer';
@@ -88,10 +89,21 @@ export const walletRoutes = (deps: WalletRouteDeps): ServerRoute[] => {
         {
             method: 'GET',
             path: '/.well-known/openid-credential-issuer/issuers/{tenant}',
-            options: { ...protocol, validate: { params: tenantParams }, description: 'OpenID4VCI credential issuer metadata' },
-            handler: async (request) => {
-                await known(tenantOf(request));
-                return deps.metadata.issuerMetadata(tenantOf(request));
+            options: { ...protocol, validate: { params: tenantParams }, description: 'OpenID4VCI credential issuer metadata (JSON, or signed as application/jwt when Accept asks for it)' },
+            handler: async (request, h) => {
+                const tenantId = tenantOf(request);
+                await known(tenantId);
+                const accept = request.headers.accept as string | undefined;
+                if (preferredMediaType(accept, ['application/json', 'application/jwt']) === 'application/jwt') {
+                    const signed = await deps.metadata.signedIssuerMetadata(tenantId);
+                    if (signed) {
+                        return h.response(signed).type('application/jwt').vary('accept');
+                    }
+                    if (!(acceptQualities(accept, ['application/json'])['application/json'] > 0)) {
+                        throw new DomainError(406, 'Signed metadata needs an access key chain, which this issuer has not; application/json is available', 'not_acceptable');
+                    }
+                }
+                return h.response(await deps.metadata.issuerMetadata(tenantId)).vary('accept');
             }
         },
         {

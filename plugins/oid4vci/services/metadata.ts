@@ -1,7 +1,10 @@
+import type { Registry } from '../../../lib/registry/registry';
 import { PROOF_TYPES, type ClaimField, type CredentialConfig } from '../../../resources/credential-config';
+import { keyChainKind } from '../../../resources/key-chain';
+import type { SigningService } from '../../kms/services/signing';
 import { flattenFields } from '../formats/claims';
 import { typeMetadataDocument, type TypeMetadataDocument } from '../formats/sd-jwt';
-import { tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
+import { systemContext, tenantUrl, type Issuer, type TenantIssuance } from '../issuer';
 import { ATTEST_JWT_CLIENT_AUTH, clientAttestationMetadata } from './client-attestation';
 import { responseEncryptionMetadata, type CredentialRequestDecryption } from './encryption';
 import { AUTHORIZATION_CODE_GRANT, PRE_AUTHORIZED_GRANT } from './offers';
@@ -66,10 +69,30 @@ interface TenantMetadata {
  * tenant's configuration and kept with it, so it follows that snapshot's invalidation (a change here at once,
  * another replica's within the issuer's TTL).
  */
+export const SIGNED_METADATA_TYP = 'openidvci-issuer-metadata+jwt';
+
 export class MetadataService {
     private readonly built = new WeakMap<TenantIssuance, TenantMetadata>();
 
-    constructor(private readonly deps: { publicUrl: string; issuer: Issuer; requestDecryption: CredentialRequestDecryption }) {}
+    constructor(private readonly deps: { publicUrl: string; issuer: Issuer; requestDecryption: CredentialRequestDecryption; registry: Registry; signing: SigningService }) {}
+
+    /**
+     * Signed credential issuer metadata (OpenID4VCI 1.0 12.2.3): every metadata parameter as a top-level claim, `sub`
+     * the credential issuer identifier and `iat`, typ `openidvci-issuer-metadata+jwt`, signed by the tenant's access
+     * key chain with its x5c. Undefined when the tenant has no access key chain.
+     */
+    async signedIssuerMetadata(tenantId: string): Promise<string | undefined> {
+        const chains = await this.deps.registry.list(systemContext(tenantId), keyChainKind);
+        const access = chains.find((c) => c.spec.usageType === 'access');
+        if (!access) {
+            return undefined;
+        }
+        const metadata = await this.issuerMetadata(tenantId);
+        return this.deps.signing.jws(tenantId, access.spec.id, {
+            header: { typ: SIGNED_METADATA_TYP },
+            payload: { ...metadata, sub: metadata.credential_issuer, iat: Math.floor(Date.now() / 1000) }
+        });
+    }
 
     private async build(tenantId: string): Promise<TenantMetadata> {
         const snapshot = await this.deps.issuer.snapshot(tenantId);

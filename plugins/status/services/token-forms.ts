@@ -1,4 +1,5 @@
 import { cborEncode } from '@animo-id/mdoc';
+import { preferredMediaType } from '../../../lib/http/accept';
 import type { SigningService } from '../../kms/services/signing';
 
 /** The claims both forms of a status list token carry (IETF Token Status List). */
@@ -63,26 +64,5 @@ export const signStatusListCwt = async (signing: SigningService, tenantId: strin
  * The form an `Accept` header asks for: the CWT when it ranks application/statuslist+cwt above the JWT, else the
  * JWT (the default, also for a missing header or one naming neither).
  */
-export const preferredForm = (accept: string | undefined): 'jwt' | 'cwt' => {
-    if (!accept) {
-        return 'jwt';
-    }
-    const quality = { jwt: -1, cwt: -1 };
-    const specificity = { jwt: -1, cwt: -1 };
-    for (const part of accept.split(',')) {
-        const [range = '', ...params] = part.split(';').map((s) => s.trim().toLowerCase());
-        // RFC 9110 12.4.2 qvalue: 0 to 1 with up to three decimals; anything else counts as absent.
-        const q = params.map((p) => /^q=(0(?:\.\d{0,3})?|1(?:\.0{0,3})?)$/.exec(p)).find(Boolean);
-        const weight = q ? Number(q[1]) : 1;
-        for (const form of ['jwt', 'cwt'] as const) {
-            const type = form === 'jwt' ? JWT_MEDIA_TYPE : CWT_MEDIA_TYPE;
-            // The most specific matching range decides a type's quality (RFC 9110 12.5.1).
-            const level = range === type ? 2 : range === 'application/*' ? 1 : range === '*/*' ? 0 : -1;
-            if (level > specificity[form]) {
-                specificity[form] = level;
-                quality[form] = weight;
-            }
-        }
-    }
-    return quality.cwt > 0 && quality.cwt > quality.jwt ? 'cwt' : 'jwt';
-};
+export const preferredForm = (accept: string | undefined): 'jwt' | 'cwt' =>
+    (preferredMediaType(accept, [JWT_MEDIA_TYPE, CWT_MEDIA_TYPE]) === CWT_MEDIA_TYPE ? 'cwt' : 'jwt');

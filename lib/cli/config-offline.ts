@@ -160,6 +160,25 @@ const checkDocument = (registry: Registry, raw: unknown, options: { file: string
 const decodeBundle = async (input: ConfigInput & { type: 'json-bundle' | 'zip-bundle' }): Promise<Bundle> =>
     input.type === 'zip-bundle' ? decodeZipBundle(input.bytes) : decodeJsonBundle(input.value);
 
+/** Every configuration file of the tenant folders, parsed; a file that does not parse is reported and skipped. */
+async function* folderDocuments(registry: Registry, tenants: TenantFolder[], reports: FileReport[]) {
+    for (const tenant of tenants) {
+        for (const kind of registry.ordered()) {
+            for (const file of await kindFiles(tenant, kind)) {
+                let raw: unknown;
+                try {
+                    raw = await readJsonFile(file);
+                }
+                catch (err) {
+                    reports.push({ file: file.relative, problems: [(err as Error).message], warnings: [] });
+                    continue;
+                }
+                yield { tenant, kind, file, raw };
+            }
+        }
+    }
+}
+
 /** Every problem and warning of a document, a folder or a bundle; nothing is written. */
 export const validateInput = async (registry: Registry, input: ConfigInput, variables: Variables): Promise<FileReport[]> => {
     if (input.type === 'document') {
@@ -167,20 +186,8 @@ export const validateInput = async (registry: Registry, input: ConfigInput, vari
     }
     if (input.type === 'folder') {
         const reports: FileReport[] = [];
-        for (const tenant of input.tenants) {
-            for (const kind of registry.ordered()) {
-                for (const file of await kindFiles(tenant, kind)) {
-                    let raw: unknown;
-                    try {
-                        raw = await readJsonFile(file);
-                    }
-                    catch (err) {
-                        reports.push({ file: file.relative, problems: [(err as Error).message], warnings: [] });
-                        continue;
-                    }
-                    reports.push(checkDocument(registry, raw, { file: file.relative, tenantId: tenant.name, kind, variables }));
-                }
-            }
+        for await (const { tenant, kind, file, raw } of folderDocuments(registry, input.tenants, reports)) {
+            reports.push(checkDocument(registry, raw, { file: file.relative, tenantId: tenant.name, kind, variables }));
         }
         if (!reports.length) {
             throw new InputError(`${input.path}: no configuration files found (expected a tenant folder such as info.json, clients/*.json, presentation/*.json)`);
@@ -250,26 +257,14 @@ export const upgradeInput = async (registry: Registry, input: ConfigInput, optio
 
     if (input.type === 'folder') {
         const changes: Array<{ path: string; text: string }> = [];
-        for (const tenant of input.tenants) {
-            for (const kind of registry.ordered()) {
-                for (const file of await kindFiles(tenant, kind)) {
-                    let raw: unknown;
-                    try {
-                        raw = await readJsonFile(file);
-                    }
-                    catch (err) {
-                        reports.push({ file: file.relative, problems: [(err as Error).message], warnings: [] });
-                        continue;
-                    }
-                    // Bare files carry no version: they are read as the current one.
-                    if (!isObject(raw) || !('$schema' in raw)) {
-                        continue;
-                    }
-                    const document = upgradeOne(file.relative, raw, { tenantId: tenant.name });
-                    if (document && reports.at(-1)!.upgradedFrom !== undefined) {
-                        changes.push({ path: file.path, text: jsonText(document) });
-                    }
-                }
+        for await (const { tenant, file, raw } of folderDocuments(registry, input.tenants, reports)) {
+            // Bare files carry no version: they are read as the current one.
+            if (!isObject(raw) || !('$schema' in raw)) {
+                continue;
+            }
+            const document = upgradeOne(file.relative, raw, { tenantId: tenant.name });
+            if (document && reports.at(-1)!.upgradedFrom !== undefined) {
+                changes.push({ path: file.path, text: jsonText(document) });
             }
         }
         // All or nothing: a folder with one broken file is left as it was.

@@ -162,6 +162,24 @@ const finish = (manifest: Manifest, details: ErrorDetail[], documents: Bundle['d
     return { manifest, documents, assets, digest: sha256Hex(jcs({ manifest, files: fileDigests })) };
 };
 
+/** The assets the manifest lists, found by path in `data` and checked against their checksums (both bundle forms). */
+const listedAssets = (manifest: Manifest, data: ReadonlyMap<string, Buffer>, details: ErrorDetail[], digests: string[]): Bundle['assets'] => {
+    const assets: Bundle['assets'] = [];
+    manifest.assets.forEach((entry, i) => {
+        const bytes = data.get(entry.path);
+        if (!bytes) {
+            details.push({ path: `manifest.assets.${i}.path`, message: `${entry.path} is listed but missing` });
+            return;
+        }
+        if (sha256Hex(bytes) !== entry.sha256) {
+            details.push({ path: entry.path, message: `${entry.path}: checksum mismatch` });
+        }
+        digests.push(entry.sha256);
+        assets.push({ entry, data: bytes });
+    });
+    return assets;
+};
+
 /** A JSON bundle `{manifest, documents, assets}`; `sha256` of a document is that of its RFC 8785 form. */
 export const decodeJsonBundle = (body: JsonBundle): Bundle => {
     const manifest = parseManifest(body.manifest);
@@ -200,20 +218,7 @@ export const decodeJsonBundle = (body: JsonBundle): Bundle => {
         digests.push(digest);
         documents.push({ entry, document });
     });
-    const assets: Bundle['assets'] = [];
-    manifest.assets.forEach((entry, i) => {
-        const data = assetData.get(entry.path);
-        if (!data) {
-            details.push({ path: `manifest.assets.${i}.path`, message: `${entry.path} is listed but missing` });
-            return;
-        }
-        if (sha256Hex(data) !== entry.sha256) {
-            details.push({ path: entry.path, message: `${entry.path}: checksum mismatch` });
-        }
-        digests.push(entry.sha256);
-        assets.push({ entry, data });
-    });
-    return finish(manifest, details, documents, assets, digests);
+    return finish(manifest, details, documents, listedAssets(manifest, assetData, details, digests), digests);
 };
 
 /** A ZIP bundle: `manifest.json` and the listed files at their paths, nothing else. */
@@ -251,20 +256,7 @@ export const decodeZipBundle = async (archive: Buffer, limits?: ZipLimits): Prom
             details.push({ path: entry.path, message: (err as Error).message });
         }
     });
-    const assets: Bundle['assets'] = [];
-    manifest.assets.forEach((entry, i) => {
-        const data = files.get(entry.path);
-        if (!data) {
-            details.push({ path: `manifest.assets.${i}.path`, message: `${entry.path} is listed but missing` });
-            return;
-        }
-        if (sha256Hex(data) !== entry.sha256) {
-            details.push({ path: entry.path, message: `${entry.path}: checksum mismatch` });
-        }
-        digests.push(entry.sha256);
-        assets.push({ entry, data });
-    });
-    return finish(manifest, details, documents, assets, digests);
+    return finish(manifest, details, documents, listedAssets(manifest, files, details, digests), digests);
 };
 
 const parseJson = (bytes: Buffer, path: string): unknown => {

@@ -111,7 +111,7 @@ export const plugin: Hapi.Plugin<Oid4vciOptions> = {
         const tokens = new TokenEndpoint({ issuer, sessions, offers, dpop, clients });
         const authorization = new AuthorizationService({ publicUrl, issuer, sessions, offers, singleUse, dpop, clients, secret: Buffer.from(nonceSecret) });
         const deferred: DeferredService = new DeferredService({ db: server.db, sessions, issuer, outbound, log, signer: (): CredentialService => credentials });
-        const credentials: CredentialService = new CredentialService({ publicUrl, outbound, issuer, sessions, singleUse, signing, registry, log, proofs: new ProofVerifier({ publicUrl, singleUse, trust }), statusProvider: () => statusProvider, deferred });
+        const credentials: CredentialService = new CredentialService({ publicUrl, outbound, issuer, sessions, signing, registry, log, proofs: new ProofVerifier({ publicUrl, singleUse, trust }), statusProvider: () => statusProvider, deferred });
         const notifications = new NotificationService({ outbound, sessions, log });
         const requestDecryption = new CredentialRequestDecryption(Buffer.from(Crypto.hkdfSync('sha256', nonceSecret, 'hallmark', 'credential-request-encryption/v1', 32)));
         const metadata = new MetadataService({ publicUrl, issuer, requestDecryption, registry, signing });

@@ -1,6 +1,5 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
-import type { SingleUseStore } from '../../../lib/db/single-use';
 import { DomainError, OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import { outboundRequest, type OutboundPolicy } from '../../../lib/outbound';
@@ -71,7 +70,6 @@ export class CredentialService {
         outbound: OutboundPolicy;
         issuer: Issuer;
         sessions: SessionService;
-        singleUse: SingleUseStore;
         signing: SigningService;
         registry: Registry;
         log: Logger;

@@ -57,5 +57,5 @@ export const issuanceConfigKind: ResourceKind<IssuanceConfig> = {
     dependsOn: ['Tenant'],
     singleton: true,
     id: () => 'IssuanceConfig',
-    location: { file: 'issuance/issuance.json' }
+    location: { file: 'issuance/issuance.json', bundleFile: 'issuance/config.json' }
 };

@@ -1,5 +1,6 @@
 import Joi from 'joi';
-import { kindRef, type ResourceKind, type ResourceStore, type StoreScope } from '../lib/registry/kind';
+import { kindRef, type ResourceKind, type ResourceStore, type StoreScope, type TenantContext } from '../lib/registry/kind';
+import type { Registry } from '../lib/registry/registry';
 import { tableResourceStore } from '../lib/registry/resource-store';
 
 export const KEY_CHAIN_USAGES = ['access', 'attestation', 'statusList', 'trustList'] as const;
@@ -114,6 +115,18 @@ const keyChainStore = (material: KeyChainMaterial): ResourceStore<KeyChain> => (
 
 /** Names the KeyChain kind in registry calls; its definition is made by the kms plugin (it needs the key material). */
 export const keyChainKind = kindRef<KeyChain>('KeyChain');
+
+/** The id of the tenant's first key chain of the first of `usages` it has (in id order), if any. */
+export const keyChainOfUsage = async (registry: Registry, ctx: TenantContext, ...usages: Array<KeyChain['usageType']>): Promise<string | undefined> => {
+    const chains = await registry.list(ctx, keyChainKind);
+    for (const usage of usages) {
+        const chain = chains.find((c) => c.spec.usageType === usage);
+        if (chain) {
+            return chain.spec.id;
+        }
+    }
+    return undefined;
+};
 
 export const defineKeyChainKind = (material: KeyChainMaterial): ResourceKind<KeyChain> => ({
     kind: keyChainKind.kind,

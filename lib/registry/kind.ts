@@ -94,8 +94,11 @@ export interface ResourceKind<T = any> extends KindRef<T> {
     /** The Tenant kind: its id is the tenant id, and it is written without a tenant in the context. */
     isTenant?: boolean;
     id(spec: T): string;
-    /** Path in a tenant folder: a file for singletons, a directory of `<id>.json` files otherwise. */
-    location: { file: string } | { dir: string };
+    /**
+     * Path in a tenant folder: a file for singletons (`bundleFile` when a bundle puts it elsewhere, spec 2.9), a
+     * directory of `<id>.json` files otherwise.
+     */
+    location: { file: string; bundleFile?: string } | { dir: string };
     /** Checks that need other resources (inside the write's transaction); throw ValidationError to refuse. */
     check?(scope: StoreScope, spec: T): Promise<void>;
     /** Fills in what a tenant folder implies, e.g. the tenant id of info.json. */

@@ -103,13 +103,10 @@ export const jsonBundleSchema = Joi.object<JsonBundle, true>({
     assets: Joi.array().items(Joi.object({ path: Joi.string().max(512).required(), contentType: Joi.string().max(255).required(), data: Joi.string().base64().required() })).max(10_000).default([])
 }).label('ConfigBundle');
 
-/**
- * The path of a kind's document in a bundle (spec 2.9): the tenant-folder layout, except that issuance settings are
- * `issuance/config.json`.
- */
+/** The path of a kind's document in a bundle (spec 2.9): the tenant-folder layout, or the kind's own bundle file. */
 export const bundlePath = (kind: ResourceKind, id: string): string => {
     if ('file' in kind.location) {
-        return kind.location.file === 'issuance/issuance.json' ? 'issuance/config.json' : kind.location.file;
+        return kind.location.bundleFile ?? kind.location.file;
     }
     return `${kind.location.dir}/${id}.json`;
 };

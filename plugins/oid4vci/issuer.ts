@@ -4,7 +4,7 @@ import type { TenantContext } from '../../lib/registry/kind';
 import type { Registry } from '../../lib/registry/registry';
 import { credentialConfigKind, type CredentialConfig } from '../../resources/credential-config';
 import { issuanceConfigKind, type IssuanceConfig } from '../../resources/issuance-config';
-import { keyChainKind } from '../../resources/key-chain';
+import { keyChainOfUsage } from '../../resources/key-chain';
 import { tenantKind, type Tenant } from '../../resources/tenant';
 
 /** The credential issuer identifier (and authorization server issuer) of a tenant: `{PUBLIC_URL}/issuers/{tenant}`. */
@@ -80,11 +80,10 @@ export class Issuer {
         if (credential.keyChainId) {
             return credential.keyChainId;
         }
-        const chains = await this.deps.registry.list(systemContext(tenantId), keyChainKind);
-        const chain = chains.find((c) => c.spec.usageType === 'attestation');
+        const chain = await keyChainOfUsage(this.deps.registry, systemContext(tenantId), 'attestation');
         if (!chain) {
             throw new ValidationError(`Credential configuration ${credential.id} has no keyChainId and the tenant has no attestation key chain`);
         }
-        return chain.spec.id;
+        return chain;
     }
 }

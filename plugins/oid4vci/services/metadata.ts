@@ -1,6 +1,6 @@
 import type { Registry } from '../../../lib/registry/registry';
 import { PROOF_TYPES, type ClaimField, type CredentialConfig } from '../../../resources/credential-config';
-import { keyChainKind } from '../../../resources/key-chain';
+import { keyChainOfUsage } from '../../../resources/key-chain';
 import type { SigningService } from '../../kms/services/signing';
 import { flattenFields } from '../formats/claims';
 import { typeMetadataDocument, type TypeMetadataDocument } from '../formats/sd-jwt';
@@ -82,13 +82,12 @@ export class MetadataService {
      * key chain with its x5c. Undefined when the tenant has no access key chain.
      */
     async signedIssuerMetadata(tenantId: string): Promise<string | undefined> {
-        const chains = await this.deps.registry.list(systemContext(tenantId), keyChainKind);
-        const access = chains.find((c) => c.spec.usageType === 'access');
+        const access = await keyChainOfUsage(this.deps.registry, systemContext(tenantId), 'access');
         if (!access) {
             return undefined;
         }
         const metadata = await this.issuerMetadata(tenantId);
-        return this.deps.signing.jws(tenantId, access.spec.id, {
+        return this.deps.signing.jws(tenantId, access, {
             header: { typ: SIGNED_METADATA_TYP },
             payload: { ...metadata, sub: metadata.credential_issuer, iat: Math.floor(Date.now() / 1000) }
         });

@@ -8,7 +8,7 @@ import type { TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
 import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import type { WebhookTarget } from '../../../lib/webhooks';
-import { keyChainKind } from '../../../resources/key-chain';
+import { keyChainOfUsage } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
 import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type PresentationConfig, type StatusCheckMode } from '../../../resources/presentation-config';
 import { checkTransactionDataCredentialIds, transactionDataEntrySchema, type TransactionData } from '../../../resources/presentation/transaction-data';
@@ -96,12 +96,11 @@ export class PresentationRequests {
         if (config.accessKeyChainId) {
             return config.accessKeyChainId;
         }
-        const chains = await this.deps.registry.list(this.ctx(tenantId), keyChainKind);
-        const access = chains.find((c) => c.spec.usageType === 'access');
+        const access = await keyChainOfUsage(this.deps.registry, this.ctx(tenantId), 'access');
         if (!access) {
             throw new ValidationError(`Presentation configuration ${config.id} has no accessKeyChainId and the tenant has no access key chain`);
         }
-        return access.spec.id;
+        return access;
     }
 
     /** `x509_hash:` + base64url SHA-256 of the leaf certificate (DER) of the access key chain. */

@@ -8,7 +8,7 @@ import { ConflictError, UnavailableError } from '../../../lib/errors';
 import { tenantOf, type ResourceStore, type StoredResource, type TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
 import { tableResourceStore } from '../../../lib/registry/resource-store';
-import { keyChainKind } from '../../../resources/key-chain';
+import { keyChainOfUsage } from '../../../resources/key-chain';
 import { statusListKind, type StatusList } from '../../../resources/status-list';
 import { tenantKind, type StatusListDefaults } from '../../../resources/tenant';
 import type { SigningService } from '../../kms/services/signing';
@@ -209,8 +209,7 @@ export class StatusListService {
 
     /** The chain a list without its own keyChainId is signed with: the tenant's statusList chain, else its attestation chain. */
     async defaultKeyChain(tenantId: string): Promise<string | undefined> {
-        const chains = await this.deps.registry.list(systemContext(tenantId), keyChainKind);
-        return (chains.find((c) => c.spec.usageType === 'statusList') ?? chains.find((c) => c.spec.usageType === 'attestation'))?.spec.id;
+        return keyChainOfUsage(this.deps.registry, systemContext(tenantId), 'statusList', 'attestation');
     }
 
     /** The tenant's statusListConfig, or the defaults. */

@@ -364,6 +364,12 @@ for (const dialect of DIALECTS) {
             await t.server.registry.write(system('dst'), trustListKind, { ...docOf(bundle, 'TrustList', 'demo').spec, description: 'changed by the API' });
             const stale = await plan('dst', bundle);
             expect(stale.body.actions.find((a: { kind: string }) => a.kind === 'TrustList')).to.include({ action: 'blocked', code: 'STALE_GENERATION' });
+            // The same older document with the stored content changes nothing: unchanged, not blocked.
+            const same = structuredClone(bundle);
+            docOf(same, 'TrustList', 'demo').spec.description = 'changed by the API';
+            const replanned = await plan('dst', rehash(same));
+            expect(replanned.body.actions.find((a: { kind: string }) => a.kind === 'TrustList')).to.include({ action: 'unchanged' });
+            expect(docOf(same, 'TrustList', 'demo').metadata!.generation as number).to.be.below((await t.server.registry.get(system('dst'), trustListKind, 'demo'))!.generation);
             // Mode create skips what exists, even a document that lacks its secrets; one it would create needs them.
             const create = await plan('dst', exported, 'create');
             expect(create.body.actions.find((a: { kind: string; id: string }) => a.kind === 'Client' && a.id === 'src-web')).to.include({ action: 'blocked', code: 'CLIENT_SECRET_REQUIRED' });

@@ -5,7 +5,7 @@ import { cpuMs, post, ROOT, startService, type BenchService } from './service';
 import { printTable } from './table';
 
 /** Resources of the exported tenant: one key chain, then credential configurations and webhook endpoints. */
-const RESOURCES = 1000;
+const RESOURCES = Number(process.env.HALLMARK_BENCH_BUNDLE_RESOURCES ?? 1000);
 const ROUNDS = 3;
 const MiB = 1024 * 1024;
 
@@ -142,8 +142,13 @@ export const benchBundles = async (): Promise<void> => {
         }, 5);
         const form = new FormData();
         form.append('bundle', new Blob([big]), 'bundle.zip');
-        const planned = await measure(service, () => call(service, 'POST', '/api/config-bundles/plan/archive?tenantId=dst0&mode=upsert', root, form));
-        clearInterval(sampler);
+        let planned;
+        try {
+            planned = await measure(service, () => call(service, 'POST', '/api/config-bundles/plan/archive?tenantId=dst0&mode=upsert', root, form));
+        }
+        finally {
+            clearInterval(sampler);
+        }
         printTable('Service memory while it plans a 50 MiB ZIP', [{
             'archive MiB': (big.length / MiB).toFixed(1),
             'RSS before MiB': (before / 1024).toFixed(0),
@@ -161,12 +166,13 @@ export const benchBundles = async (): Promise<void> => {
 /** The exported ZIP with an incompressible image listed in its manifest, grown to just under 50 MiB. */
 const bigArchive = async (service: BenchService, root: string, zip: Buffer): Promise<Buffer> => {
     const json = JSON.parse(await call(service, 'GET', '/api/config-bundles/export?tenantId=src&format=json', root)) as Bundle & { assets: unknown[] };
-    const image = Crypto.randomBytes(50 * MiB - zip.length - 64 * 1024);
+    const image = Crypto.randomBytes(Number(process.env.HALLMARK_BENCH_BUNDLE_ZIP_MIB ?? 50) * MiB - zip.length - 64 * 1024);
     const Yazl = await import('yazl');
     const archive = new Yazl.ZipFile();
     const manifest = { ...json.manifest, assets: [{ path: 'images/large.png', contentType: 'image/png', sha256: sha256Hex(image) }] };
     for (const { path, document } of json.documents) {
-        archive.addBuffer(Buffer.from(JSON.stringify(document)), path);
+        // A document's checksum is that of its RFC 8785 form, so those bytes are the file.
+        archive.addBuffer(Buffer.from(jcs(document)), path);
     }
     archive.addBuffer(image, 'images/large.png', { compress: false });
     archive.addBuffer(Buffer.from(JSON.stringify(manifest)), 'manifest.json');

@@ -1,5 +1,6 @@
 import { benchAuth } from './auth';
 import { benchAuthorizationCode } from './authorization-code';
+import { benchBundles } from './bundles';
 import { benchIssuance } from './issuance';
 import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
@@ -16,7 +17,8 @@ const benches: Record<string, () => Promise<void>> = {
     authcode: benchAuthorizationCode,
     presentation: benchPresentation,
     sessions: benchSessions,
-    status: benchStatusLists
+    status: benchStatusLists,
+    bundles: benchBundles
 };
 
 const main = async () => {

@@ -158,7 +158,8 @@ const checkDocument = (registry: Registry, raw: unknown, options: { file: string
 };
 
 const decodeBundle = async (input: ConfigInput & { type: 'json-bundle' | 'zip-bundle' }): Promise<Bundle> =>
-    input.type === 'zip-bundle' ? decodeZipBundle(input.bytes) : decodeJsonBundle(input.value);
+    // Offline bundles are rewritten with their assets (upgrade), so their bytes are kept.
+    input.type === 'zip-bundle' ? decodeZipBundle(input.bytes, undefined, { keepAssets: true }) : decodeJsonBundle(input.value);
 
 /** Every configuration file of the tenant folders, parsed; a file that does not parse is reported and skipped. */
 async function* folderDocuments(registry: Registry, tenants: TenantFolder[], reports: FileReport[]) {
@@ -311,7 +312,7 @@ export const upgradeInput = async (registry: Registry, input: ConfigInput, optio
     const zip = await writeZip([
         { path: MANIFEST_PATH, data: Buffer.from(jsonText(manifest((f) => sha256Hex(f.bytes)))) },
         ...files.map((f) => ({ path: f.entry.path, data: f.bytes })),
-        ...bundle.assets.map((a) => ({ path: a.entry.path, data: a.data }))
+        ...bundle.assets.map((a) => ({ path: a.entry.path, data: a.data! }))
     ], new Date());
     await Fs.writeFile(target, zip);
     written.push(target);

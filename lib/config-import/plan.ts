@@ -206,7 +206,9 @@ export const planDocuments = async (input: PlanDocumentsInput): Promise<PlannedI
             continue;
         }
         id = preview.id;
-        if (preview.existing && doc.generation !== undefined && doc.generation < preview.existing.generation) {
+        // An older document that would change nothing clobbers nothing: re-planning the bundle just imported (whose
+        // import raised the stored generation) answers unchanged rather than blocked.
+        if (preview.existing && preview.action !== 'unchanged' && doc.generation !== undefined && doc.generation < preview.existing.generation) {
             blocks.unshift({ code: 'STALE_GENERATION', message: `the document has generation ${doc.generation}, the stored resource ${preview.existing.generation}` });
         }
         for (const problem of preview.problems) {

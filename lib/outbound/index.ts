@@ -95,6 +95,33 @@ export const defaultResolver: Resolver = async (hostname) => {
     return answers.map(({ address, family }) => ({ address, family: family === 6 ? 6 : 4 }));
 };
 
+const SAVE_CHECK_CACHE_MS = 60_000;
+const SAVE_CHECK_CACHE_HOSTS = 1000;
+
+/**
+ * The resolver of save-time checks: answers (and failures) are kept for a minute per host. A save check is advisory
+ * (every use resolves and checks again, and connects to the address it approved), so a kept answer cannot let a
+ * request through; it keeps a bundle of a thousand webhooks on one host from resolving that host a thousand times
+ * inside the import's transaction.
+ */
+const saveCheckResolver = (() => {
+    const answers = new Map<string, { at: number; answer: ReturnType<Resolver> }>();
+    return (hostname: string): ReturnType<Resolver> => {
+        const kept = answers.get(hostname);
+        if (kept && Date.now() - kept.at < SAVE_CHECK_CACHE_MS) {
+            return kept.answer;
+        }
+        if (answers.size >= SAVE_CHECK_CACHE_HOSTS) {
+            answers.clear();
+        }
+        const answer = defaultResolver(hostname);
+        // A failure is kept too (an unresolvable name is not refused at save time either), without an unhandled rejection.
+        answer.catch(() => undefined);
+        answers.set(hostname, { at: Date.now(), answer });
+        return answer;
+    };
+})();
+
 /** Scheme, host and port only: safe for logs and error messages. */
 const describe = (url: URL): string => `${url.protocol}//${url.host}`;
 
@@ -323,7 +350,7 @@ export const SAVE_CHECK_TIMEOUT_MS = 5_000;
  * Why the policy refuses a URL that is being saved (the reason, without scheme, host and port), or undefined when it
  * allows it. A host that cannot be resolved now (or not in time) is not refused: every use checks again.
  */
-export const policyRefusal = async (policy: OutboundPolicy, url: string, resolver: Resolver = defaultResolver): Promise<string | undefined> => {
+export const policyRefusal = async (policy: OutboundPolicy, url: string, resolver: Resolver = saveCheckResolver): Promise<string | undefined> => {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<undefined>((resolve) => {
         timer = setTimeout(() => resolve(undefined), SAVE_CHECK_TIMEOUT_MS);

@@ -1,3 +1,5 @@
+import Crypto from 'node:crypto';
+import Fs from 'node:fs';
 import Yauzl from 'yauzl';
 import Yazl from 'yazl';
 import { bundleInvalid, bundleTooLarge } from './errors';
@@ -38,14 +40,26 @@ export const pathProblem = (path: string): string | undefined => {
     return undefined;
 };
 
-/** Every file of the archive by path; directories are left out. Throws BundleError (413 over a limit, 400 otherwise). */
-export const readZip = async (archive: Buffer, limits: ZipLimits = SPEC_ZIP_LIMITS): Promise<Map<string, Buffer>> => {
-    if (archive.length > limits.compressedBytes) {
+/** A file of an archive: its SHA-256 (hex), and its bytes when the reader asked to keep them. */
+export interface ZipFileEntry {
+    sha256: string;
+    data?: Buffer;
+}
+
+/**
+ * Every file of the archive by path; directories are left out. Throws BundleError (413 over a limit, 400 otherwise).
+ * The archive is a buffer or a file (read where needed, never whole); each entry is hashed as it is inflated, and its
+ * bytes kept only when `keep` says so, so a large asset costs no memory.
+ */
+export const readZip = async (archive: Buffer | { file: string }, limits: ZipLimits = SPEC_ZIP_LIMITS, keep: (path: string) => boolean = () => true): Promise<Map<string, ZipFileEntry>> => {
+    const size = Buffer.isBuffer(archive) ? archive.length : (await Fs.promises.stat(archive.file)).size;
+    if (size > limits.compressedBytes) {
         throw bundleTooLarge(`The archive is larger than ${MiB(limits.compressedBytes)}`);
     }
     let zip: Yauzl.ZipFile;
     try {
-        zip = await Yauzl.fromBufferPromise(archive, { lazyEntries: true, validateEntrySizes: true, strictFileNames: true, decodeStrings: true });
+        const options = { lazyEntries: true, validateEntrySizes: true, strictFileNames: true, decodeStrings: true };
+        zip = Buffer.isBuffer(archive) ? await Yauzl.fromBufferPromise(archive, options) : await Yauzl.openPromise(archive.file, options);
     }
     catch (err) {
         throw bundleInvalid('The bundle is not a readable ZIP archive', [{ path: '', message: (err as Error).message }]);
@@ -54,7 +68,7 @@ export const readZip = async (archive: Buffer, limits: ZipLimits = SPEC_ZIP_LIMI
         if (zip.entryCount > limits.entries) {
             throw bundleTooLarge(`The archive has ${zip.entryCount} entries; at most ${limits.entries} are allowed`);
         }
-        const files = new Map<string, Buffer>();
+        const files = new Map<string, ZipFileEntry>();
         let declared = 0;
         let expanded = 0;
         try {
@@ -75,7 +89,9 @@ export const readZip = async (archive: Buffer, limits: ZipLimits = SPEC_ZIP_LIMI
                 if (declared > limits.expandedBytes) {
                     throw bundleTooLarge(`The archive expands to more than ${MiB(limits.expandedBytes)}`);
                 }
+                const kept = keep(name);
                 const chunks: Buffer[] = [];
+                const hash = Crypto.createHash('sha256');
                 const stream = await zip.openReadStreamPromise(entry);
                 for await (const chunk of stream as AsyncIterable<Buffer>) {
                     // validateEntrySizes stops an entry that lies about its size; this bounds the total as well.
@@ -84,9 +100,12 @@ export const readZip = async (archive: Buffer, limits: ZipLimits = SPEC_ZIP_LIMI
                         stream.destroy();
                         throw bundleTooLarge(`The archive expands to more than ${MiB(limits.expandedBytes)}`);
                     }
-                    chunks.push(chunk);
+                    hash.update(chunk);
+                    if (kept) {
+                        chunks.push(chunk);
+                    }
                 }
-                files.set(name, Buffer.concat(chunks));
+                files.set(name, { sha256: hash.digest('hex'), ...(kept ? { data: Buffer.concat(chunks) } : {}) });
             }
         }
         catch (err) {

@@ -3,7 +3,7 @@ import { jcs, sha256Hex } from '../../lib/config-import/plan';
 import type { ErrorDetail } from '../../lib/errors';
 import type { ExportRequirement, ResourceKind } from '../../lib/registry/kind';
 import type { ConfigDocument } from '../../lib/registry/registry';
-import { pathProblem, readZip, type ZipLimits } from './archive';
+import { pathProblem, readZip, type ZipFileEntry, type ZipLimits } from './archive';
 import { bundleInvalid } from './errors';
 
 export { jcs, sha256Hex };
@@ -58,7 +58,8 @@ export interface Bundle {
     manifest: Manifest;
     /** In manifest order. */
     documents: Array<{ entry: ManifestResource; document: unknown }>;
-    assets: Array<{ entry: ManifestAsset; data: Buffer }>;
+    /** `data` only where it was asked for: a ZIP decoded for checking hashes its assets without keeping them. */
+    assets: Array<{ entry: ManifestAsset; data?: Buffer }>;
     /** SHA-256 over the manifest and every file: what the plan fingerprint names as "the bundle". */
     digest: string;
 }
@@ -159,20 +160,20 @@ const finish = (manifest: Manifest, details: ErrorDetail[], documents: Bundle['d
     return { manifest, documents, assets, digest: sha256Hex(jcs({ manifest, files: fileDigests })) };
 };
 
-/** The assets the manifest lists, found by path in `data` and checked against their checksums (both bundle forms). */
-const listedAssets = (manifest: Manifest, data: ReadonlyMap<string, Buffer>, details: ErrorDetail[], digests: string[]): Bundle['assets'] => {
+/** The assets the manifest lists, found by path in `files` and checked against their checksums (both bundle forms). */
+const listedAssets = (manifest: Manifest, files: ReadonlyMap<string, ZipFileEntry>, details: ErrorDetail[], digests: string[]): Bundle['assets'] => {
     const assets: Bundle['assets'] = [];
     manifest.assets.forEach((entry, i) => {
-        const bytes = data.get(entry.path);
-        if (!bytes) {
+        const file = files.get(entry.path);
+        if (!file) {
             details.push({ path: `manifest.assets.${i}.path`, message: `${entry.path} is listed but missing` });
             return;
         }
-        if (sha256Hex(bytes) !== entry.sha256) {
+        if (file.sha256 !== entry.sha256) {
             details.push({ path: entry.path, message: `${entry.path}: checksum mismatch` });
         }
         digests.push(entry.sha256);
-        assets.push({ entry, data: bytes });
+        assets.push({ entry, ...(file.data ? { data: file.data } : {}) });
     });
     return assets;
 };
@@ -189,12 +190,13 @@ export const decodeJsonBundle = (body: JsonBundle): Bundle => {
         }
         byPath.set(d.path, d.document);
     });
-    const assetData = new Map<string, Buffer>();
+    const assetData = new Map<string, ZipFileEntry>();
     body.assets.forEach((a, i) => {
         if (assetData.has(a.path) || byPath.has(a.path)) {
             details.push({ path: `assets.${i}.path`, message: `${a.path} appears twice` });
         }
-        assetData.set(a.path, Buffer.from(a.data, 'base64'));
+        const data = Buffer.from(a.data, 'base64');
+        assetData.set(a.path, { sha256: sha256Hex(data), data });
     });
     const listed = new Set([...manifest.resources.map((r) => r.path), ...manifest.assets.map((a) => a.path)]);
     for (const path of [...byPath.keys(), ...assetData.keys()].filter((p) => !listed.has(p))) {
@@ -218,10 +220,13 @@ export const decodeJsonBundle = (body: JsonBundle): Bundle => {
     return finish(manifest, details, documents, listedAssets(manifest, assetData, details, digests), digests);
 };
 
-/** A ZIP bundle: `manifest.json` and the listed files at their paths, nothing else. */
-export const decodeZipBundle = async (archive: Buffer, limits?: ZipLimits): Promise<Bundle> => {
-    const files = await readZip(archive, limits);
-    const manifestBytes = files.get(MANIFEST_PATH);
+/**
+ * A ZIP bundle: `manifest.json` and the listed files at their paths, nothing else. Documents (JSON files) are read;
+ * assets are only hashed unless `keepAssets` (a bundle that is written again) asks for their bytes.
+ */
+export const decodeZipBundle = async (archive: Buffer | { file: string }, limits?: ZipLimits, options: { keepAssets?: boolean } = {}): Promise<Bundle> => {
+    const files = await readZip(archive, limits, (path) => options.keepAssets === true || path.endsWith('.json'));
+    const manifestBytes = files.get(MANIFEST_PATH)?.data;
     if (!manifestBytes) {
         throw bundleInvalid('The archive has no manifest.json', [{ path: MANIFEST_PATH, message: 'is missing' }]);
     }
@@ -235,12 +240,16 @@ export const decodeZipBundle = async (archive: Buffer, limits?: ZipLimits): Prom
     const documents: Bundle['documents'] = [];
     const digests: string[] = [];
     manifest.resources.forEach((entry, i) => {
-        const bytes = files.get(entry.path);
-        if (!bytes) {
+        const file = files.get(entry.path);
+        if (!file) {
             details.push({ path: `manifest.resources.${i}.path`, message: `${entry.path} is listed but missing` });
             return;
         }
-        const digest = sha256Hex(bytes);
+        const { sha256: digest, data: bytes } = file;
+        if (!bytes) {
+            details.push({ path: entry.path, message: `${entry.path}: a configuration document is a .json file` });
+            return;
+        }
         if (digest !== entry.sha256) {
             details.push({ path: entry.path, message: `${entry.path}: checksum mismatch` });
             return;

@@ -1,3 +1,6 @@
+import Fs from 'node:fs';
+import Os from 'node:os';
+import Path from 'node:path';
 import type Hapi from '@hapi/hapi';
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
@@ -90,7 +93,32 @@ const upgradeView = Joi.object({
         .description('What the upgrade changed beyond the version, e.g. PROVIDED_ATTESTATIONS_REMOVED')
 }).label('ConfigDocumentUpgrade');
 
-const archivePayload = Joi.object({ bundle: Joi.binary().required().description('The ZIP bundle') });
+// The upload is streamed into a temporary file (hapi's multipart `file` output) that the handler reads from, so a
+// 50 MiB archive is never held in memory; the file is removed once the response is sent, whatever happened.
+const archivePayload = Joi.object({
+    bundle: Joi.object({ path: Joi.string().required(), bytes: Joi.number(), filename: Joi.string().allow(''), headers: Joi.object() }).unknown(true).required()
+        .messages({ 'object.base': '{{#label}} must be a file (multipart part with a filename)' })
+        .meta({ swaggerType: 'file' }).description('The ZIP bundle')
+});
+export const UPLOADS_FOLDER = Path.join(Os.tmpdir(), `hallmark-uploads-${process.pid}`);
+const archiveUpload = {
+    payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data' as const, parse: true, multipart: { output: 'file' as const }, uploads: UPLOADS_FOLDER },
+    ext: {
+        onPostResponse: {
+            method: async (request: Hapi.Request, h: Hapi.ResponseToolkit) => {
+                // A repeated field is an array of parts: each was written to its own file.
+                for (const part of Object.values((request.payload ?? {}) as Record<string, unknown>).flat()) {
+                    const path = (part as { path?: unknown } | null)?.path;
+                    if (typeof path === 'string' && path.startsWith(UPLOADS_FOLDER)) {
+                        await Fs.promises.rm(path, { force: true });
+                    }
+                }
+                return h.continue;
+            }
+        }
+    }
+};
+const uploaded = (request: Hapi.Request) => ({ file: (request.payload as { bundle: { path: string } }).bundle.path });
 
 /** The tenant acted on: the token's own, or for a tenant:manage client the one `?tenantId=` names. */
 const bundleContext = (request: Hapi.Request): BundleContext => {
@@ -123,7 +151,7 @@ const answering = (handler: (request: Hapi.Request, h: Hapi.ResponseToolkit) => 
         }
     };
 
-const imported = async (service: BundleService, request: Hapi.Request, archive?: Buffer) => {
+const imported = async (service: BundleService, request: Hapi.Request, archive?: { file: string }) => {
     const q = request.query as { mode: ImportMode; planFingerprint: string; confirmReplace: boolean };
     const ctx = bundleContext(request);
     if (q.mode === 'replace' && !q.confirmReplace) {
@@ -133,7 +161,12 @@ const imported = async (service: BundleService, request: Hapi.Request, archive?:
     return service.import(ctx, bundle, q.mode, q.planFingerprint);
 };
 
-export const bundleRoutes = (service: BundleService): ServerRoute[] => [
+export const bundleRoutes = (service: BundleService): ServerRoute[] => {
+    Fs.mkdirSync(UPLOADS_FOLDER, { recursive: true });
+    return routes(service);
+};
+
+const routes = (service: BundleService): ServerRoute[] => [
     {
         method: 'GET',
         path: '/api/config-bundles/export',
@@ -178,14 +211,14 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             tags,
             description: 'Plan the import of a ZIP bundle (multipart field `bundle`)',
             auth: { access: { scope: ROLES } },
-            payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' } },
+            ...archiveUpload,
             plugins: { 'hapi-swagger': { payloadType: 'form' } },
             validate: { query: planQuery, payload: archivePayload },
             response: { status: { 200: planView } }
         },
         handler: answering(async (request) => {
             const ctx = bundleContext(request);
-            return service.plan(ctx, await service.decode({ zip: (request.payload as { bundle: Buffer }).bundle }), (request.query as { mode: ImportMode }).mode);
+            return service.plan(ctx, await service.decode({ zip: uploaded(request) }), (request.query as { mode: ImportMode }).mode);
         })
     },
     {
@@ -209,12 +242,12 @@ export const bundleRoutes = (service: BundleService): ServerRoute[] => [
             tags,
             description: 'Import a ZIP bundle as planned (multipart field `bundle`)',
             auth: { access: { scope: ROLES } },
-            payload: { maxBytes: ARCHIVE_BODY_BYTES, output: 'data', parse: true, multipart: { output: 'data' } },
+            ...archiveUpload,
             plugins: { 'hapi-swagger': { payloadType: 'form' } },
             validate: { query: importQuery, payload: archivePayload },
             response: { status: { 200: importView } }
         },
-        handler: answering((request) => imported(service, request, (request.payload as { bundle: Buffer }).bundle))
+        handler: answering((request) => imported(service, request, uploaded(request)))
     },
     {
         method: 'POST',

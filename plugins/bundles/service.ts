@@ -91,7 +91,8 @@ export class BundleService {
         return upgradeDocument(this.registry, document);
     }
 
-    decode(input: { json?: JsonBundle; zip?: Buffer }): Promise<Bundle> | Bundle {
+    /** A JSON bundle, or a ZIP as bytes or as a file (an upload: read where needed, never whole). */
+    decode(input: { json?: JsonBundle; zip?: Buffer | { file: string } }): Promise<Bundle> | Bundle {
         return input.zip ? decodeZipBundle(input.zip, this.options.zipLimits) : decodeJsonBundle(input.json!);
     }
 

@@ -1,6 +1,7 @@
 import Joi from 'joi';
 import { errorAt, errorsArray, reportAll } from '../shared/custom-rules';
 import { publicJwkOnly } from '../shared/public-jwk';
+import { versionTarget } from '../../lib/registry/schema-url';
 
 /* The DCQL query of a presentation configuration (OpenID4VP 1.0 section 6, spec 2.1.1). */
 
@@ -113,7 +114,9 @@ const claimPathSchema = Joi.array().items(Joi.string(), Joi.number().integer().m
 // Strict: a value must equal the disclosed one in type too, so "18" never becomes 18.
 const claimValuesSchema = Joi.array().items(Joi.string().allow('').strict(), Joi.number().integer().strict(), Joi.boolean().strict()).min(1)
     .messages({ 'array.includes': '{{#label}} must be a string, an integer or a boolean' })
-    .description('Accepted values: strings, integers, booleans; at least one');
+    .description('Accepted values: strings, integers, booleans; at least one')
+    // Before PresentationConfigFile version 3, values were strings only and could be empty (spec 9).
+    .alter(Object.fromEntries([1, 2].map((v) => [versionTarget('PresentationConfigFile', v), () => Joi.array().items(Joi.string().allow('')).description('Accepted values: strings')])));
 
 const claimQueryKeys = {
     id: Joi.string().min(1).max(255).description('Unique within the credential query'),

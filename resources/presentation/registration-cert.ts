@@ -1,6 +1,7 @@
 import Joi from 'joi';
 import type { PresentationConfig, PresentationConfigInput } from '../presentation-config';
 import { errorAt, errorsArray } from '../shared/custom-rules';
+import { versionTarget } from '../../lib/registry/schema-url';
 
 /* The registration certificate settings of a presentation configuration, and their flat form fields (spec 2.1). */
 
@@ -64,7 +65,9 @@ export const registrationCertBodySchema = Joi.object<RegistrationCertBody, true>
     purpose: Joi.array().items(purposeSchema),
     credentials: Joi.array().items(Joi.object().unknown(true)),
     provides_attestations: Joi.array().items(Joi.string().min(1).max(2048)).description('Credential type identifiers')
-}).label('RegistrationCertBody');
+}).label('RegistrationCertBody')
+    // PresentationConfigFile version 1 named the field provided_attestations (dropped with a warning on upgrade).
+    .alter({ [versionTarget('PresentationConfigFile', 1)]: (body) => (body as Joi.ObjectSchema).keys({ provided_attestations: Joi.array().items(Joi.string()).description('Version 1 only: dropped on upgrade (PROVIDED_ATTESTATIONS_REMOVED)') }) });
 
 export const registrationCertSchema = Joi.object<RegistrationCert, true>({
     id: Joi.string().min(1).max(255).description('Registrar-side registration certificate id'),

@@ -1,3 +1,6 @@
+import Fs from 'node:fs';
+import Os from 'node:os';
+import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import Yazl from 'yazl';
@@ -97,8 +100,22 @@ describe('bundle format', () => {
         const bytes = Buffer.from(JSON.stringify(document));
         const png = Buffer.from('png');
         const manifest = manifestFor({ resources: [{ ...manifestFor().resources[0]!, sha256: sha256Hex(bytes) }], assets: [{ path: 'images/a.png', contentType: 'image/png', sha256: sha256Hex(png) }] });
-        const good = await decodeZipBundle(await zip([['manifest.json', JSON.stringify(manifest)], ['trust-lists/a.json', bytes], ['images/a.png', png]], ['images/']));
-        expect(good.assets.map((a) => a.data.toString())).to.equal(['png']);
+        const archive = await zip([['manifest.json', JSON.stringify(manifest)], ['trust-lists/a.json', bytes], ['images/a.png', png]], ['images/']);
+        const good = await decodeZipBundle(archive);
+        // Assets are hashed as they are read, and kept only when asked for (a bundle written again).
+        expect(good.assets).to.equal([{ entry: manifest.assets[0]! }]);
+        expect((await decodeZipBundle(archive, undefined, { keepAssets: true })).assets.map((a) => a.data!.toString())).to.equal(['png']);
+        // From a file, the same.
+        const file = Path.join(Os.tmpdir(), `bundle-${process.pid}.zip`);
+        Fs.writeFileSync(file, archive);
+        try {
+            const fromFile = await decodeZipBundle({ file });
+            expect(fromFile.digest).to.equal(good.digest);
+            expect(fromFile.documents).to.equal(good.documents);
+        }
+        finally {
+            Fs.rmSync(file, { force: true });
+        }
 
         const broken = await refusal(async () => decodeZipBundle(await zip([['manifest.json', JSON.stringify(manifest)], ['images/a.png', 'other']])));
         const messages = broken.details!.map((d) => d.message).join('\n');
@@ -123,7 +140,11 @@ describe('bundle format', () => {
         expect(tooMany.message).to.contain('2 entries');
         const expands = await refusal(() => readZip(archive, { ...SPEC_ZIP_LIMITS, expandedBytes: 500 }));
         expect(expands.status).to.equal(413);
-        expect((await readZip(archive)).get('b.json')!.length).to.equal(1000);
+        expect((await readZip(archive)).get('b.json')!.data!.length).to.equal(1000);
+        // Bytes are kept only for what `keep` names; every entry is hashed.
+        const hashed = await readZip(archive, SPEC_ZIP_LIMITS, () => false);
+        expect(hashed.get('b.json')!.data).to.not.exist();
+        expect(hashed.get('b.json')!.sha256).to.equal(sha256Hex((await readZip(archive)).get('b.json')!.data!));
     });
 
     it('refuses an entry that inflates beyond the size its central directory declares', async () => {

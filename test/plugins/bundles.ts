@@ -18,6 +18,7 @@ import { webhookEndpointKind } from '../../resources/webhook-endpoint';
 import { readZip } from '../../plugins/bundles/archive';
 import { jcs, sha256Hex, type JsonBundle } from '../../plugins/bundles/bundle';
 import { BundleLockModel, BundleOperationModel } from '../../plugins/bundles/models';
+import { UPLOADS_FOLDER } from '../../plugins/bundles/routes';
 import { badgeKind } from '../fixtures/kind-plugin';
 import { bearer, clientWithToken, rootToken, tenantSnapshot, tokenFor } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
@@ -264,11 +265,12 @@ for (const dialect of DIALECTS) {
             expect(res.res.headers['content-type']).to.equal('application/zip');
             expect(res.res.headers['content-disposition']).to.match(/^attachment; filename="src-\d{8}\.zip"$/);
             const files = await readZip(res.res.rawPayload);
-            const zipManifest = JSON.parse(files.get('manifest.json')!.toString());
+            const zipManifest = JSON.parse(files.get('manifest.json')!.data!.toString());
             expect([...files.keys()].sort()).to.equal(['manifest.json', ...zipManifest.resources.map((r: { path: string }) => r.path)].sort());
             for (const r of zipManifest.resources) {
-                expect(sha256Hex(files.get(r.path)!)).to.equal(r.sha256);
-                expect(JSON.parse(files.get(r.path)!.toString())).to.equal(docOf(exported, r.kind, r.id));
+                expect(sha256Hex(files.get(r.path)!.data!)).to.equal(r.sha256);
+                expect(files.get(r.path)!.sha256).to.equal(r.sha256);
+                expect(JSON.parse(files.get(r.path)!.data!.toString())).to.equal(docOf(exported, r.kind, r.id));
             }
         });
 
@@ -364,6 +366,12 @@ for (const dialect of DIALECTS) {
             await t.server.registry.write(system('dst'), trustListKind, { ...docOf(bundle, 'TrustList', 'demo').spec, description: 'changed by the API' });
             const stale = await plan('dst', bundle);
             expect(stale.body.actions.find((a: { kind: string }) => a.kind === 'TrustList')).to.include({ action: 'blocked', code: 'STALE_GENERATION' });
+            // The same older document with the stored content changes nothing: unchanged, not blocked.
+            const same = structuredClone(bundle);
+            docOf(same, 'TrustList', 'demo').spec.description = 'changed by the API';
+            const replanned = await plan('dst', rehash(same));
+            expect(replanned.body.actions.find((a: { kind: string }) => a.kind === 'TrustList')).to.include({ action: 'unchanged' });
+            expect(docOf(same, 'TrustList', 'demo').metadata!.generation as number).to.be.below((await t.server.registry.get(system('dst'), trustListKind, 'demo'))!.generation);
             // Mode create skips what exists, even a document that lacks its secrets; one it would create needs them.
             const create = await plan('dst', exported, 'create');
             expect(create.body.actions.find((a: { kind: string; id: string }) => a.kind === 'Client' && a.id === 'src-web')).to.include({ action: 'blocked', code: 'CLIENT_SECRET_REQUIRED' });
@@ -761,6 +769,34 @@ for (const dialect of DIALECTS) {
                 await expectInvalid(await zip(files.map(([p, d]) => [p, p === 'badges/gold.json' ? Buffer.concat([d, Buffer.from(' ')]) : d] as [string, Buffer])), /checksum mismatch/);
                 await expectInvalid(await zip(files.filter(([p]) => p !== 'manifest.json')), /no manifest/);
                 await expectInvalid(Buffer.from('not a zip at all'), /not a readable ZIP/);
+            });
+
+            it('reads an uploaded archive from a temporary file that is gone after the response, whatever the answer', async () => {
+                // The files go once the response is sent (onPostResponse), which may be just after inject resolves.
+                const leftovers = async () => {
+                    for (let i = 0; i < 100 && Fs.readdirSync(UPLOADS_FOLDER).length; i++) {
+                        await new Promise((resolve) => setTimeout(resolve, 10));
+                    }
+                    return Fs.readdirSync(UPLOADS_FOLDER);
+                };
+                const archive = await zip(zipFiles(fillRequirements(exported, 'src', 'tmpfiles')));
+                expect((await send('/api/config-bundles/plan/archive?tenantId=tmpfiles', archive)).status).to.equal(200);
+                expect(await leftovers(), 'after a plan').to.equal([]);
+                expect((await send('/api/config-bundles/plan/archive?tenantId=tmpfiles', Buffer.from('not a zip'))).status).to.equal(400);
+                expect(await leftovers(), 'after a refused archive').to.equal([]);
+                // Refused by query validation after the upload was written.
+                expect((await send('/api/config-bundles/plan/archive?tenantId=tmpfiles&mode=sideways', archive)).status).to.equal(400);
+                expect(await leftovers(), 'after a refused query').to.equal([]);
+                // A plain field (no filename) is not a file.
+                const boundary = '----hallmark-plain';
+                const res = await t.server.inject({
+                    method: 'POST',
+                    url: '/api/config-bundles/plan/archive?tenantId=tmpfiles',
+                    headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, ...asRoot() },
+                    payload: `--${boundary}\r\nContent-Disposition: form-data; name="bundle"\r\n\r\n/etc/passwd\r\n--${boundary}--\r\n`
+                });
+                expect(res.statusCode).to.equal(400);
+                expect(JSON.stringify(res.result)).to.contain('must be a file');
             });
 
             it('refuses an archive over 50 MiB with 413', async () => {

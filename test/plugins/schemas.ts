@@ -58,9 +58,52 @@ describe('JSON Schemas of configuration documents', () => {
         }
     });
 
+    it('serves every earlier version of a kind too, each with its own $id', async () => {
+        for (const kind of t.server.registry.ordered()) {
+            for (let version = 1; version <= kind.version; version++) {
+                const res = await t.server.inject(`/api/schemas/v${version}/${kind.file}.schema.json`);
+                expect(res.statusCode, `${kind.file} v${version}`).to.equal(200);
+                expect(JSON.parse(res.payload).$id).to.equal(`https://schemas.hallmark.dev/config/v${version}/${kind.file}.schema.json`);
+            }
+        }
+    });
+
+    it('describes the PresentationConfigFile of each version as spec 9 defines it', async () => {
+        const schemaOf = async (version: number) => JSON.parse((await t.server.inject(`/api/schemas/v${version}/PresentationConfigFile.schema.json`)).payload);
+        // Every DCQL claim query's `values` (objects with both path and values), and the registration body's fields.
+        const claimValues = (node: unknown, found: Array<{ minItems?: number; items: unknown }> = []) => {
+            if (node && typeof node === 'object') {
+                const properties = (node as { properties?: Record<string, any> }).properties;
+                if (properties?.path && properties.values) {
+                    found.push(properties.values);
+                }
+                Object.values(node).forEach((child) => claimValues(child, found));
+            }
+            return found;
+        };
+        const bodyFields = (schema: any) => Object.keys(schema.properties.spec.properties.registration_cert.properties.body.properties);
+        const [v1, v2, v3] = [await schemaOf(1), await schemaOf(2), await schemaOf(3)];
+        // Version 3: strings, integers and booleans, never empty.
+        expect(claimValues(v3).length).to.be.above(1);
+        for (const values of claimValues(v3)) {
+            expect(values.minItems).to.equal(1);
+            expect(JSON.stringify(values.items)).to.contain('integer').and.to.contain('boolean');
+        }
+        // Versions 1 and 2: strings only, possibly empty.
+        for (const values of [...claimValues(v2), ...claimValues(v1)]) {
+            expect(values.minItems ?? 0).to.equal(0);
+            expect(values.items).to.equal({ type: 'string' });
+        }
+        // provided_attestations only in version 1.
+        expect(bodyFields(v1)).to.include(['provides_attestations', 'provided_attestations']);
+        expect(bodyFields(v2)).to.not.include('provided_attestations');
+        expect(bodyFields(v3)).to.not.include('provided_attestations');
+    });
+
     it('answers 404 for an unknown kind and for a version it does not serve', async () => {
         expect((await t.server.inject('/api/schemas/v1/NoSuchFile.schema.json')).statusCode).to.equal(404);
         expect((await t.server.inject('/api/schemas/v9/TenantConfigFile.schema.json')).statusCode).to.equal(404);
         expect((await t.server.inject('/api/schemas/vx/TenantConfigFile.schema.json')).statusCode).to.equal(400);
+        expect((await t.server.inject('/api/schemas/v0/TenantConfigFile.schema.json')).statusCode).to.equal(400);
     });
 });

@@ -3,9 +3,9 @@ import Joi from 'joi';
 import joiToJson from 'joi-to-json';
 import { NotFoundError } from '../../../lib/errors';
 import type { ResourceKind } from '../../../lib/registry/kind';
-import { schemaUrl } from '../../../lib/registry/schema-url';
+import { schemaUrl, versionTargets } from '../../../lib/registry/schema-url';
 
-const cache = new WeakMap<ResourceKind, object>();
+const cache = new WeakMap<ResourceKind, Map<number, object>>();
 
 const NUMERIC_KEYWORDS = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'minLength', 'maxLength', 'minItems', 'maxItems', 'minProperties', 'maxProperties', 'multipleOf'];
 
@@ -29,13 +29,19 @@ const withoutReferences = (node: unknown): unknown => {
         .map(([key, value]) => [key, withoutReferences(value)]));
 };
 
-/** The JSON Schema of a configuration document of a kind, generated from the joi schema that validates it. */
-const documentSchema = (kind: ResourceKind): object => {
-    let schema = cache.get(kind);
+/**
+ * The JSON Schema of a configuration document of a kind at a version, generated from the joi schema that validates
+ * it: an earlier version is the current schema tailored to that version (the fields that differed carry `alter`).
+ */
+const documentSchema = (kind: ResourceKind, version: number): object => {
+    const versions = cache.get(kind) ?? new Map<number, object>();
+    cache.set(kind, versions);
+    let schema = versions.get(version);
     if (!schema) {
-        const url = schemaUrl(kind.file, kind.version);
+        const url = schemaUrl(kind.file, version);
+        const joi = version === kind.version ? kind.schema : kind.schema.tailor(versionTargets(kind.file, version, kind.version));
         // Shared definitions (recursive claim fields) are referenced as #/$defs/…: they belong at the document root.
-        const { $defs, ...spec } = withoutReferences(joiToJson(kind.schema, 'json')) as { $defs?: object };
+        const { $defs, ...spec } = withoutReferences(joiToJson(joi, 'json')) as { $defs?: object };
         schema = {
             $schema: 'http://json-schema.org/draft-07/schema#',
             $id: url,
@@ -54,7 +60,7 @@ const documentSchema = (kind: ResourceKind): object => {
             additionalProperties: false,
             ...($defs ? { $defs } : {})
         };
-        cache.set(kind, schema);
+        versions.set(version, schema);
     }
     return schema;
 };
@@ -66,15 +72,15 @@ export const schemaRoutes: ServerRoute[] = [{
         auth: false,
         tags: ['api', 'schemas'],
         description: 'JSON Schema of a configuration document kind and version',
-        notes: 'Generated from the same joi schema that validates the API, the import and the export. Only current versions are served.',
+        notes: 'Generated from the same joi schema that validates the API, the import and the export. Every version from 1 to the current one is served; documents of an earlier version are upgraded on import.',
         validate: { params: Joi.object({ version: Joi.number().integer().min(1).required(), file: Joi.string().pattern(/^[A-Za-z]+$/).required() }) }
     },
     handler: (request, h) => {
         const { version, file } = request.params as { version: number; file: string };
         const kind = request.server.registry.ordered().find((k) => k.file === file);
-        if (!kind || kind.version !== version) {
-            throw new NotFoundError(kind ? `${file} is served at version ${kind.version}` : `Unknown document kind ${file}`);
+        if (!kind || version > kind.version) {
+            throw new NotFoundError(kind ? `${file} is served at versions 1 to ${kind.version}` : `Unknown document kind ${file}`);
         }
-        return h.response(documentSchema(kind)).type('application/schema+json').header('Cache-Control', 'public, max-age=300');
+        return h.response(documentSchema(kind, version)).type('application/schema+json').header('Cache-Control', 'public, max-age=300');
     }
 }];

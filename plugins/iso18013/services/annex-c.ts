@@ -40,11 +40,9 @@ export class AnnexCPresentations implements PresentationResponseType {
         if ((request.expected_origins?.length ?? 0) > 1) {
             refuse('expected_origins', 'must name one origin: the SessionTranscript readerAuth signs has one');
         }
-        const queries = prepared.dcqlQuery.credentials as MdocQuery[];
+        const dcqlQuery = mdocOnly(prepared.dcqlQuery, refuse);
+        const queries = dcqlQuery.credentials as MdocQuery[];
         const items: ItemsRequestInput[] = queries.map((query) => {
-            if (query.format !== 'mso_mdoc' || !query.meta.doctype_value) {
-                return refuse('requestId', `names a configuration whose credential query ${query.id} is not mso_mdoc`);
-            }
             const nameSpaces: Record<string, Record<string, boolean>> = {};
             for (const claim of query.claims ?? []) {
                 const [ns, element] = claim.path;
@@ -53,7 +51,7 @@ export class AnnexCPresentations implements PresentationResponseType {
                 }
                 (nameSpaces[ns as string] ??= {})[element as string] = claim.intent_to_retain === true;
             }
-            return { docType: query.meta.doctype_value, nameSpaces };
+            return { docType: query.meta.doctype_value!, nameSpaces };
         });
         const origin = new URL(request.expected_origins?.[0] ?? this.deps.publicUrl).origin;
         const key = newRecipientKey();
@@ -70,7 +68,7 @@ export class AnnexCPresentations implements PresentationResponseType {
             clientId: prepared.clientId,
             responseUri: `${this.deps.publicUrl}/presentations/{session}/iso-18013-7`,
             nonce,
-            dcqlQuery: prepared.dcqlQuery,
+            dcqlQuery,
             encryptionKey: key,
             accessKeyChainId: keyChainId,
             skewSeconds: prepared.skewSeconds,
@@ -117,6 +115,39 @@ export class AnnexCPresentations implements PresentationResponseType {
         }, { from: 'active', iso: true });
     }
 }
+
+type Dcql = PreparedPresentation['dcqlQuery'];
+
+/**
+ * The part of a DCQL query a DeviceRequest can carry: its mso_mdoc queries, and of credential_sets the options made of
+ * them alone. A configuration whose required credentials need another format (a required set left without options,
+ * or, without credential_sets, any other query) is refused, so a session never waits for what it cannot receive.
+ */
+const mdocOnly = (query: Dcql, refuse: (path: string, message: string) => never): Dcql => {
+    const credentials = (query.credentials as MdocQuery[]).filter((q) => q.format === 'mso_mdoc' && q.meta.doctype_value);
+    if (!credentials.length) {
+        refuse('requestId', 'names a configuration without mso_mdoc credential queries');
+    }
+    const ids = new Set(credentials.map((q) => q.id));
+    const sets = query.credential_sets as Array<{ options: string[][]; required?: boolean }> | undefined;
+    if (!sets) {
+        if (credentials.length !== query.credentials.length) {
+            refuse('requestId', 'names a configuration that requires credentials other than mso_mdoc');
+        }
+        return query;
+    }
+    const kept = [];
+    for (const set of sets) {
+        const options = set.options.filter((option) => option.every((id) => ids.has(id)));
+        if (options.length) {
+            kept.push({ ...set, options });
+        }
+        else if (set.required !== false) {
+            refuse('requestId', 'names a configuration whose required credential set has no mso_mdoc-only option');
+        }
+    }
+    return { ...query, credentials: credentials as Dcql['credentials'], ...(kept.length ? { credential_sets: kept } : { credential_sets: undefined }) } as Dcql;
+};
 
 const docTypesOf = (deviceResponse: Uint8Array): Set<string> | undefined => {
     try {

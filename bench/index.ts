@@ -1,5 +1,6 @@
 import { benchAuth } from './auth';
 import { benchAuthorizationCode } from './authorization-code';
+import { benchDcApi, benchIso18013 } from './browser-presentation';
 import { benchIssuance } from './issuance';
 import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
@@ -16,7 +17,9 @@ const benches: Record<string, () => Promise<void>> = {
     authcode: benchAuthorizationCode,
     presentation: benchPresentation,
     sessions: benchSessions,
-    status: benchStatusLists
+    status: benchStatusLists,
+    iso18013: benchIso18013,
+    dcapi: benchDcApi
 };
 
 const main = async () => {

@@ -7,7 +7,8 @@ import { DIALECTS } from '../helpers/databases';
 import { newHolderKey, type HolderKey } from '../helpers/holder';
 import { annexCTranscript, deviceResponse, parseEncryptionInfo, readDeviceRequest, sealResponse } from '../helpers/mdoc-wallet';
 import { startReceiver, type Receiver } from '../helpers/net';
-import { party } from '../helpers/pki';
+import { party, type Party } from '../helpers/pki';
+import { issueMdocWithStatus, mdocStatus, startStatusListServer, statusListToken, type StatusListServer } from '../helpers/status-issuer';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 /**
@@ -42,6 +43,9 @@ for (const dialect of DIALECTS) {
         let accessRoot: string;
         let issuerRoot: string;
         let receiver: Receiver;
+        let lists: StatusListServer;
+        let statusRoot: Party;
+        let statusIssuer: Party;
 
         const api = async (method: string, url: string, payload?: object) => {
             const res = await t.server.inject({ method, url, headers: bearer(admin), ...(payload ? { payload } : {}) });
@@ -55,6 +59,11 @@ for (const dialect of DIALECTS) {
 
         before(async () => {
             receiver = await startReceiver();
+            lists = await startStatusListServer();
+            statusRoot = await party('Status Root CA', null, { ca: true });
+            statusIssuer = await party('Status mDL Issuer', statusRoot);
+            const signer = await party('Status List Signer', statusRoot);
+            lists.serve('mdl', { token: (uri) => statusListToken({ bits: 2, values: [0, 0, 0, 0, 0, 0, 0, 2], chain: [signer], sub: uri }) });
             t = await startTestServer(dialect, {
                 manifest: manifestFor('hallmark-iso18013', 'hallmark-kms-db', 'hallmark-tenancy'),
                 env: { OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' }
@@ -69,6 +78,9 @@ for (const dialect of DIALECTS) {
             await create('/api/trust-lists', { id: 'acme', entities: [{ name: 'Acme mDL', serviceType: 'pid-issuance', certificates: [issuerRoot] }] });
             await create('/api/verifier/config', { id: 'mdl', dcql_query: MDL_QUERY, readerAuth: true, statusCheckMode: 'disabled' });
             await create('/api/verifier/config', { id: 'mdl-plain', dcql_query: MDL_QUERY, redirectUri: 'https://rp.example/done/{sessionId}' });
+            await create('/api/trust-lists', { id: 'status', entities: [{ name: 'Status issuer', serviceType: 'pid-issuance', certificates: [statusRoot.cert.toString('pem')] }] });
+            const statusQuery = { credentials: [{ ...MDL_QUERY.credentials[0], trusted_authorities: [{ type: 'etsi_tl', values: [{ trustListId: 'status' }] }] }] };
+            await create('/api/verifier/config', { id: 'mdl-status', dcql_query: statusQuery });
             await create('/api/verifier/config', { id: 'pid', dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] } });
             deviceKey = await newHolderKey();
             mdl = await issueMdoc(t.server.signing, {
@@ -80,6 +92,7 @@ for (const dialect of DIALECTS) {
         after(async () => {
             await t?.stop();
             await receiver?.close();
+            await lists?.stop();
         });
 
         const offer = async (body: Record<string, unknown>) => {
@@ -175,6 +188,24 @@ for (const dialect of DIALECTS) {
             const redirect = new URL((res.result as any).redirect_uri);
             expect(redirect.pathname).to.equal(`/done/${answer.session}`);
             expect(redirect.searchParams.get('response_code')).to.equal((await sessionOf(answer.session)).responseCode);
+        });
+
+        it('checks status lists: a valid entry adds status and revocationThumbprint, a revoked one fails', async () => {
+            const present = async (idx: number) => {
+                const issued = await issueMdocWithStatus(statusIssuer, { docType: DOCTYPE, namespaces: { [NS]: { family_name: 'Mustermann', age_over_18: true } }, deviceJwk: deviceKey.publicJwk, status: mdocStatus({ idx, uri: lists.uri('mdl') }) });
+                const answer = await offer({ requestId: 'mdl-status', expected_origins: [ORIGIN] });
+                const transcript = annexCTranscript(answer.encryptionInfo, ORIGIN);
+                const res = await post(answer.session, { data: await sealResponse(answer.encryptionInfo, await deviceResponse(issued, deviceKey, DOCTYPE, ELEMENTS, transcript), transcript) });
+                return { res, session: await sessionOf(answer.session) };
+            };
+            const thumbprint = Crypto.createHash('sha256').update(Buffer.from(statusRoot.cert.rawData)).digest('base64url');
+            const valid = await present(3);
+            expect(valid.res.statusCode, valid.res.payload).to.equal(200);
+            expect(valid.session.outcome.credentials).to.equal([{ id: 'mdl', format: 'mso_mdoc', docType: DOCTYPE, verified: true, status: 'valid', trust: { matchedIssuer: 'Status issuer', issuanceThumbprint: thumbprint, matchMode: 'ca', revocationThumbprint: thumbprint } }]);
+            const revoked = await present(7);
+            expect(revoked.res.statusCode).to.equal(400);
+            expect(revoked.res.result).to.include({ error: 'verification_error', message: 'The credential could not be verified: credential revoked.' });
+            expect(revoked.session).to.include({ status: 'failed', failureCode: 'verification_error' });
         });
 
         it('refuses bad input with 4xx', async () => {

@@ -52,7 +52,8 @@ export const presentationRequestSchema = Joi.object<PresentationRequest, true>({
         }
     }).description('Same-device redirect target; {sessionId} is replaced by the session id'),
     skewSeconds: skewSecondsSchema.description('Overrides the configuration\'s skewSeconds'),
-    expected_origins: Joi.array().items(Joi.string().uri()).min(1)
+    expected_origins: Joi.array().items(Joi.string().uri({ scheme: ['https', 'http'] })).min(1).max(20)
+        .description('dc-api (required) and iso-18013-7 (at most one): the web origins the response may come from')
 }).label('PresentationRequest');
 
 /** What a presentation session keeps (sealed): protocol values, the ephemeral decryption key, and later the result. */

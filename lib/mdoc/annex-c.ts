@@ -118,8 +118,9 @@ export const openEncryptedResponse = async (data: string, privateJwk: JWK, sessi
         throw new HpkeOpenError('the EncryptedResponse has no enc or cipherText byte string');
     }
     try {
-        // The raw scalar (RFC 9180 SerializePrivateKey form): the library derives the public key from it.
-        const recipientKey = await annexCSuite.kem.deserializePrivateKey(bytes(privateJwk.d!));
+        // The whole JWK: importing the bare scalar would make the library derive the public point first (twice the cost).
+        const { kty, crv, x, y, d } = privateJwk;
+        const recipientKey = await annexCSuite.kem.importKey('jwk', { kty, crv, x, y, d } as Parameters<typeof annexCSuite.kem.importKey>[1], false);
         const plaintext = await annexCSuite.open({ recipientKey, enc: toArrayBuffer(enc), info: toArrayBuffer(sessionTranscript) }, toArrayBuffer(cipherText), new ArrayBuffer(0));
         return new Uint8Array(plaintext);
     }

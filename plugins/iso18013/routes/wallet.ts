@@ -1,6 +1,6 @@
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
-import type { SessionService } from '../../sessions/services/session-service';
+import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import type { AnnexCPresentations } from '../services/annex-c';
 
 const EXPIRED = 'The presentation session has expired';
@@ -42,7 +42,7 @@ export const walletRoutes = (deps: { sessions: SessionService; annexC: AnnexCPre
             if (session.status !== 'active' || session.consumedAt) {
                 return h.response(failure(path, USED)).code(400);
             }
-            const concluded = await deps.annexC.receive(session as never, (request.payload as { data: string }).data);
+            const concluded = await deps.annexC.receive(session as LiveSession<'presentation'>, (request.payload as { data: string }).data);
             if (concluded.ok) {
                 return h.response(concluded.redirectUri ? { redirect_uri: concluded.redirectUri } : {}).header('Cache-Control', 'no-store');
             }

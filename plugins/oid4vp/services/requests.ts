@@ -257,11 +257,10 @@ export class PresentationRequests {
     private async createRedirect(ctx: TenantContext & { tenantId: string }, request: PresentationRequest, prepared: PreparedPresentation): Promise<{ session: string; uri: string; crossDeviceUri: string }> {
         const walletNonce = Crypto.randomBytes(24).toString('base64url');
         const data = await this.sessionData(prepared, `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp`);
-        const session = { id: await this.openSession(ctx, request, prepared, walletNonce, data) };
-        const clientId = data.clientId;
+        const session = await this.openSession(ctx, request, prepared, walletNonce, data);
         const requestUri = `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
-        const uri = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
-        return { session: session.id, uri, crossDeviceUri: `${uri}&request_uri_method=post` };
+        const uri = `openid4vp://?client_id=${encodeURIComponent(data.clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
+        return { session, uri, crossDeviceUri: `${uri}&request_uri_method=post` };
     }
 
     /** An inline webhook's URL must be one the outbound policy allows now (400), and is checked again at delivery. */

@@ -77,6 +77,15 @@ describe('HPKE of ISO 18013-7 Annex C', () => {
         await expect(openEncryptedResponse(Buffer.from(cborEncode(['dcapi', 1])).toString('base64url'), key.privateJwk, transcript)).to.reject(HpkeOpenError);
     });
 
+    it('reproduces the OpenID4VP 1.0 B.2.6.2 DC API SessionTranscript example byte for byte', () => {
+        const transcript = openid4vpDcApiSessionTranscript({
+            origin: 'https://example.com',
+            nonce: 'exc7gBkxjx1rdc9udRrveKvSsJIq80avlXeLHhGwqtA',
+            jwkThumbprint: hex('4283ec927ae0f208daaa2d026a814f2b22dca52cf85ffa8f3f8626c6bd669047')
+        });
+        expect(toHex(transcript)).to.equal('83f6f682764f70656e4944345650444341504948616e646f7665725820fbece366f4212f9762c74cfdbf83b8c69e371d5d68cea09cb4c48ca6daab761a');
+    });
+
     it('builds the SessionTranscripts as the specifications write them', () => {
         const annexC = cborDecode(annexCSessionTranscript({ encryptionInfo: 'abc', origin: 'https://rp.example' })) as unknown[];
         expect(annexC[0]).to.equal(null);

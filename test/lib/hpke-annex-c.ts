@@ -86,6 +86,18 @@ describe('HPKE of ISO 18013-7 Annex C', () => {
         expect(toHex(transcript)).to.equal('83f6f682764f70656e4944345650444341504948616e646f7665725820fbece366f4212f9762c74cfdbf83b8c69e371d5d68cea09cb4c48ca6daab761a');
     });
 
+    it('reproduces the EncryptionInfo and Annex C SessionTranscript of a published browser capture byte for byte', () => {
+        // SMART Health Check-in, Appendix A worked example (Chrome on Android with a reference wallet, a real capture).
+        const b64 = (h: string) => Buffer.from(h, 'hex').toString('base64url');
+        const encryptionInfo = encodeEncryptionInfo({
+            kty: 'EC', crv: 'P-256',
+            x: b64('f026861216af649117284de2f0d091262fc466f8dc6ba186dace3cea1fcfa78c'),
+            y: b64('01fe366ca00581d686e154fc6f83aef0d5e009abd95a78a4c873a10617cc83bc')
+        }, b64('f61661693eacf90c4df963876bb1d7f3fe435929c1c0edb012829014b4207599'));
+        expect(encryptionInfo).to.equal('gmVkY2FwaaJlbm9uY2VYIPYWYWk-rPkMTfljh2ux1_P-Q1kpwcDtsBKCkBS0IHWZcnJlY2lwaWVudFB1YmxpY0tleaQBAiABIVgg8CaGEhavZJEXKE3i8NCRJi_EZvjca6GG2s486h_Pp4wiWCAB_jZsoAWB1obhVPxvg67w1eAJq9laeKTIc6EGF8yDvA');
+        expect(toHex(annexCSessionTranscript({ encryptionInfo, origin: 'http://127.0.0.1:3010' }))).to.equal('83f6f68265646361706958205d373e34bbc5306ff28c944c2a1af663af3d503e179ed3ce9df0aa610a7ffe72');
+    });
+
     it('builds the SessionTranscripts as the specifications write them', () => {
         const annexC = cborDecode(annexCSessionTranscript({ encryptionInfo: 'abc', origin: 'https://rp.example' })) as unknown[];
         expect(annexC[0]).to.equal(null);

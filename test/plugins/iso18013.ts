@@ -223,6 +223,13 @@ for (const dialect of DIALECTS) {
             expect((await post(answer.session, {})).statusCode).to.equal(400);
             expect((await post(answer.session, { data: 'x', extra: 1 })).statusCode).to.equal(400);
             expect((await post('no-such-session', { data: 'abc' })).statusCode).to.equal(404);
+            // An expired request answers 400 with the spec's message and records nothing.
+            const expired = await offer({ requestId: 'mdl', expected_origins: [ORIGIN] });
+            await t.server.sessions.update(expired.session, { expiresAt: new Date(Date.now() - 1000).toISOString() });
+            const late = await post(expired.session, { data: await respond(expired) });
+            expect(late.statusCode).to.equal(400);
+            expect((late.result as any).message).to.equal('The presentation session has expired');
+            expect((await sessionOf(expired.session)).status).to.equal('active');
             // The OpenID4VP endpoints do not take an ISO session.
             expect((await sessionOf(answer.session)).status).to.equal('active');
             // Garbage that is no EncryptedResponse does not open: the codeless failure.

@@ -211,6 +211,12 @@ for (const dialect of DIALECTS) {
             const walletNonce = 'x'.repeat(10);
             expect((await t.server.inject(`/presentations/${walletNonce}/oid4vp/request`)).statusCode).to.equal(404);
             expect((await post(session, { response, origin: ORIGIN })).statusCode).to.equal(200);
+            // After expiresAt: 400 with the spec's message.
+            const expired = await offer('pid');
+            await t.server.sessions.update(expired.session, { expiresAt: new Date(Date.now() - 1000).toISOString() });
+            const late = await post(expired.session, { response: await encrypt(expired.payload, { pid: [await sdJwt(expired.payload.nonce, `origin:${ORIGIN}`)] }), origin: ORIGIN });
+            expect(late.statusCode).to.equal(400);
+            expect((late.result as any).error_description).to.equal('The presentation session has expired');
         });
 
         it('uses the x509_san_dns client id when the configuration asks for it, and refuses it without a DNS SAN', async () => {

@@ -148,6 +148,16 @@ for (const dialect of DIALECTS) {
             expect((again.result as any).message).to.equal('The presentation offer has already been used');
         });
 
+        it('records exactly one of two concurrent responses; the other answers 400 in the ISO shape', async () => {
+            const answer = await offer({ requestId: 'mdl', expected_origins: [ORIGIN] });
+            const data = await respond(answer);
+            const results = await Promise.all([post(answer.session, { data }), post(answer.session, { data })]);
+            expect(results.map((r) => r.statusCode).sort()).to.equal([200, 400]);
+            const loser = results.find((r) => r.statusCode === 400)!.result as any;
+            expect(loser).to.include({ statusCode: 400, message: 'The presentation offer has already been used' });
+            expect((await sessionOf(answer.session)).status).to.equal('completed');
+        });
+
         it('fails with signature_invalid when the device signed another SessionTranscript', async () => {
             const answer = await offer({ requestId: 'mdl-plain' });
             // No expected_origins: the transcript's origin is the public URL's; the wallet signs over another.

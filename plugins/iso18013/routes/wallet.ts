@@ -1,5 +1,6 @@
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
+import { OAuthError } from '../../../lib/errors';
 import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import type { AnnexCPresentations } from '../services/annex-c';
 
@@ -42,7 +43,17 @@ export const walletRoutes = (deps: { sessions: SessionService; annexC: AnnexCPre
             if (session.status !== 'active' || session.consumedAt) {
                 return h.response(failure(path, USED)).code(400);
             }
-            const concluded = await deps.annexC.receive(session as LiveSession<'presentation'>, (request.payload as { data: string }).data);
+            let concluded;
+            try {
+                concluded = await deps.annexC.receive(session as LiveSession<'presentation'>, (request.payload as { data: string }).data);
+            }
+            catch (err) {
+                // A concurrent response recorded its outcome first: this one is the replay, in the shape of spec 7.3.
+                if (err instanceof OAuthError && err.status === 400) {
+                    return h.response(failure(path, err.message)).code(400);
+                }
+                throw err;
+            }
             if (concluded.ok) {
                 return h.response(concluded.redirectUri ? { redirect_uri: concluded.redirectUri } : {}).header('Cache-Control', 'no-store');
             }

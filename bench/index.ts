@@ -1,6 +1,7 @@
 import { benchAuth } from './auth';
 import { benchAuthorizationCode } from './authorization-code';
 import { benchBundles } from './bundles';
+import { benchDcApi, benchIso18013 } from './browser-presentation';
 import { benchIssuance } from './issuance';
 import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
@@ -18,7 +19,9 @@ const benches: Record<string, () => Promise<void>> = {
     presentation: benchPresentation,
     sessions: benchSessions,
     status: benchStatusLists,
-    bundles: benchBundles
+    bundles: benchBundles,
+    iso18013: benchIso18013,
+    dcapi: benchDcApi
 };
 
 const main = async () => {

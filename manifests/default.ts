@@ -13,6 +13,7 @@ import * as oauth2 from '../plugins/oauth2';
 import type { OAuth2Options } from '../plugins/oauth2/options';
 import * as oid4vci from '../plugins/oid4vci';
 import type { Oid4vciOptions } from '../plugins/oid4vci/options';
+import * as iso18013 from '../plugins/iso18013';
 import * as oid4vp from '../plugins/oid4vp';
 import type { Oid4vpOptions } from '../plugins/oid4vp/options';
 import * as observability from '../plugins/observability';
@@ -84,6 +85,7 @@ export const manifest = (config: Config): Manifest => {
             },
             { plugin: status.plugin, options: { publicUrl } satisfies status.StatusOptions },
             { plugin: oid4vp.plugin, options: { publicUrl } satisfies Oid4vpOptions },
+            { plugin: iso18013.plugin, options: { publicUrl } satisfies iso18013.Iso18013Options },
             { plugin: bundles.plugin, options: { variables: config.configImport.variables } satisfies Partial<bundles.BundlesOptions> },
             { plugin: docs.plugin }
         ]

@@ -49,7 +49,12 @@ export interface PresentationConfig {
     accessKeyChainId?: string | null;
     /** Default false. ISO 18013-7 only. */
     readerAuth?: boolean | null;
+    /** Default x509_hash; x509_san_dns needs a DNS subjectAltName in the access certificate (contract "Presentation"). */
+    clientIdPrefix?: ClientIdPrefix | null;
 }
+
+export const CLIENT_ID_PREFIXES = ['x509_hash', 'x509_san_dns'] as const;
+export type ClientIdPrefix = (typeof CLIENT_ID_PREFIXES)[number];
 
 /** Answer-only fields, named in the input type so that the schema can reject them with a clear message. */
 export interface PresentationConfigReadOnlyFields {
@@ -111,6 +116,8 @@ export const presentationConfigSchema = Joi.object<PresentationConfig, true, Pre
         .description('Same-device redirect target; {sessionId} is replaced by the session id'),
     accessKeyChainId: Joi.string().max(255).allow(null).description('Access key chain that signs the request and determines the client_id'),
     readerAuth: Joi.boolean().allow(null).default(false).description('ISO 18013-7 only: sign the DeviceRequest. Default false'),
+    clientIdPrefix: Joi.string().valid(...CLIENT_ID_PREFIXES).allow(null)
+        .description('client_id prefix of requests: x509_hash (default) or x509_san_dns (the access certificate\'s first DNS SAN)'),
     createdAt: readOnly(Joi.string()),
     updatedAt: readOnly(Joi.string()),
     registrationCertCache: readOnly(Joi.object())

@@ -62,9 +62,44 @@ export const openid4vpSessionTranscript = (input: OpenId4VpHandoverInput): Uint8
     return cborEncode([null, null, ['OpenID4VPHandover', infoHash]]);
 };
 
+/**
+ * The SessionTranscript of OpenID4VP 1.0 over the Digital Credentials API, Appendix B.2.6.2:
+ *
+ *     SessionTranscript = [null, null, ["OpenID4VPDCAPIHandover", SHA-256(cbor(OpenID4VPDCAPIHandoverInfo))]]
+ *     OpenID4VPDCAPIHandoverInfo = [origin: tstr, nonce: tstr, jwkThumbprint: bstr / null]
+ *
+ * `origin` is the web origin the browser reported, without the `origin:` prefix of client identifiers.
+ */
+export const openid4vpDcApiSessionTranscript = (input: { origin: string; nonce: string; jwkThumbprint: Uint8Array | null }): Uint8Array => {
+    const info = cborEncode([input.origin, input.nonce, input.jwkThumbprint ? new Uint8Array(input.jwkThumbprint) : null]);
+    const infoHash = new Uint8Array(Crypto.createHash('sha256').update(info).digest());
+    return cborEncode([null, null, ['OpenID4VPDCAPIHandover', infoHash]]);
+};
+
+/**
+ * The SessionTranscript of ISO/IEC TS 18013-7 Annex C (the "org-iso-mdoc" exchange over the Digital Credentials API):
+ *
+ *     SessionTranscript = [null, null, ["dcapi", SHA-256(cbor([Base64EncryptionInfo: tstr, SerializedOrigin: tstr]))]]
+ *
+ * where Base64EncryptionInfo is the base64url EncryptionInfo exactly as the request carried it. The CBOR encoding of
+ * this array is also the HPKE `info` of the sealed response.
+ */
+export const annexCSessionTranscript = (input: { encryptionInfo: string; origin: string }): Uint8Array => {
+    const info = cborEncode([input.encryptionInfo, input.origin]);
+    const infoHash = new Uint8Array(Crypto.createHash('sha256').update(info).digest());
+    return cborEncode([null, null, ['dcapi', infoHash]]);
+};
+
 export interface MdocPresentationInput extends OpenId4VpHandoverInput {
     /** base64url DeviceResponse, as the vp_token carries it. */
     deviceResponse: string;
+    /**
+     * The CBOR SessionTranscript the device signatures must cover; default the OpenID4VP redirect transcript of the
+     * handover fields (DC API and ISO 18013-7 Annex C flows pass theirs).
+     */
+    sessionTranscript?: Uint8Array;
+    /** Verify only the documents of this docType (ISO 18013-7: one DeviceResponse answers several queries). */
+    docType?: string;
     now: Date;
     skewSeconds: number;
     anchors: TrustAnchor[];
@@ -78,6 +113,8 @@ export interface VerifiedMdocDocument {
     issuerAnchor: TrustAnchor;
     /** The MSO's `status.status_list`. */
     statusReference?: StatusReference;
+    /** The issuerAuth x5chain (base64 DER, leaf first), for the trust outcome. */
+    x5chain: string[];
 }
 
 const COSE_ES256 = -7;
@@ -262,7 +299,8 @@ const verifyDocument = async (document: unknown, index: number, transcript: Uint
     // Issuer authentication: trust chain, then the COSE_Sign1 signature over the MSO.
     const issuerAuth = coseSign1(member(issuerSigned, 'issuerAuth'), `${what} issuerAuth`);
     requireEs256(issuerAuth, 'issuerAuth');
-    const { leafPublicKey, anchor } = await verifyCertificateChain(x5chainOf(issuerAuth), input.anchors, input.now);
+    const x5chain = x5chainOf(issuerAuth);
+    const { leafPublicKey, anchor } = await verifyCertificateChain(x5chain, input.anchors, input.now);
     if (!isP256(leafPublicKey)) {
         throw error('the issuer certificate key is not P-256');
     }
@@ -378,7 +416,7 @@ const verifyDocument = async (document: unknown, index: number, transcript: Uint
     if (!verifyEs256(toBeSigned(deviceSignature, deviceAuthenticationBytes), deviceSignature.signature, deviceKey)) {
         throw VerificationFailure.coded('signature_invalid', 'deviceSignature does not verify over DeviceAuthentication with this SessionTranscript');
     }
-    return { docType, claims, issuerAnchor: anchor, ...(statusReference ? { statusReference } : {}) };
+    return { docType, claims, issuerAnchor: anchor, x5chain, ...(statusReference ? { statusReference } : {}) };
 };
 
 /** Verifies every document of a DeviceResponse; see the module comment for the checks and their failure codes. */
@@ -396,10 +434,15 @@ export const verifyMdocPresentation = async (input: MdocPresentationInput): Prom
         if (!Array.isArray(documents) || !documents.length) {
             throw error('the DeviceResponse has no documents');
         }
-        const transcript = openid4vpSessionTranscript(input);
+        const transcript = input.sessionTranscript ?? openid4vpSessionTranscript(input);
         const verified: VerifiedMdocDocument[] = [];
         for (const [index, document] of documents.entries()) {
-            verified.push(await verifyDocument(document, index, transcript, input));
+            if (input.docType === undefined || member(document, 'docType') === input.docType) {
+                verified.push(await verifyDocument(document, index, transcript, input));
+            }
+        }
+        if (!verified.length) {
+            throw error(`the DeviceResponse has no document of docType ${String(input.docType)}`);
         }
         return verified;
     }

@@ -20,6 +20,8 @@ export interface TrustAnchor {
     /** PEM of a certificate of the trust list entry. */
     certificate: string;
     serviceType: TrustServiceType;
+    /** The name of the trust list entity it came from, for the trust outcome (never part of trust decisions). */
+    name?: string;
 }
 
 export interface TrustedChain {

@@ -137,7 +137,8 @@ describe('lib/verify/mdoc verifyMdocPresentation()', () => {
         expect(documents).to.equal([{
             docType: DOCTYPE,
             claims: { [NS]: { family_name: 'Mustermann', birth_date: '1964-08-12', portrait: Buffer.from([1, 2, 3, 4]).toString('base64url') } },
-            issuerAnchor: anchorOf(root)
+            issuerAnchor: anchorOf(root),
+            x5chain: [Buffer.from(issuer.cert.rawData).toString('base64')]
         }]);
     });
 

@@ -42,11 +42,22 @@ export const managementRoutes = (requests: PresentationRequests): ServerRoute[] 
         path: '/api/verifier/offer',
         options: {
             tags: ['api', 'verification'],
-            description: 'Create an OpenID4VP presentation request and its session',
-            notes: 'Answers the session id and the openid4vp:// link whose request_uri the wallet fetches.',
+            description: 'Create a presentation request and its session',
+            notes: 'response_type uri answers the session id and the openid4vp:// link whose request_uri the wallet fetches; dc-api the signed request object for the Digital Credentials API (openid4vp-v1-signed); iso-18013-7 (when the iso18013 plugin is present) the base64url CBOR deviceRequest and encryptionInfo of ISO 18013-7 Annex C.',
             auth: { access: { scope: ['presentation:request'] } },
             validate: { payload: presentationRequestSchema },
-            response: { status: { 201: Joi.object({ session: Joi.string().required(), uri: Joi.string().required(), crossDeviceUri: Joi.string().required() }).label('PresentationRequestAnswer') } }
+            response: {
+                status: {
+                    201: Joi.object({
+                        session: Joi.string().required(),
+                        uri: Joi.string(),
+                        crossDeviceUri: Joi.string(),
+                        request: Joi.string().description('dc-api: the signed request object'),
+                        deviceRequest: Joi.string().description('iso-18013-7: base64url CBOR DeviceRequest'),
+                        encryptionInfo: Joi.string().description('iso-18013-7: base64url CBOR EncryptionInfo')
+                    }).label('PresentationRequestAnswer')
+                }
+            }
         },
         handler: async (request, h) => {
             const body = request.payload as PresentationRequest;

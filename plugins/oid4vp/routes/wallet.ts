@@ -2,7 +2,7 @@ import type Hapi from '@hapi/hapi';
 import type { ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { NotFoundError } from '../../../lib/errors';
-import type { SessionService } from '../../sessions/services/session-service';
+import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import { REQUEST_OBJECT_TYP, type PresentationRequests } from '../services/requests';
 import type { PresentationResponses } from '../services/responses';
 
@@ -24,12 +24,19 @@ const parseForm = (payload: unknown): Record<string, unknown> => {
 };
 
 export const walletRoutes = (deps: { sessions: SessionService; requests: PresentationRequests; responses: PresentationResponses }): ServerRoute[] => {
-    const session = async (request: Hapi.Request) => {
-        const found = await deps.sessions.findByWalletNonce('presentation', request.params.walletNonce as string);
-        if (!found) {
-            throw new NotFoundError('Unknown presentation request');
+    const session = async (request: Hapi.Request, dcApi = false) => {
+        const handle = request.params.walletNonce as string;
+        const found = await deps.sessions.findByWalletNonce('presentation', handle);
+        if (found) {
+            return found;
         }
-        return found;
+        // The relying party's backend posts DC API responses: it knows the session id of the offer answer, which
+        // stands for the wallet nonce there (the signed request carries neither response_uri nor state).
+        const byId = dcApi ? await deps.sessions.get(handle) : undefined;
+        if (byId?.type === 'presentation' && byId.data && (byId.data as { protocol?: string }).protocol === 'dc-api') {
+            return byId as LiveSession<'presentation'>;
+        }
+        throw new NotFoundError('Unknown presentation request');
     };
     const requestObject = async (request: Hapi.Request, h: Hapi.ResponseToolkit) => {
         const form = (request.payload ?? {}) as Record<string, unknown>;
@@ -61,10 +68,10 @@ export const walletRoutes = (deps: { sessions: SessionService; requests: Present
                 ...protocol,
                 payload: { allow: ['application/x-www-form-urlencoded', 'application/json'] },
                 validate: { params, payload: Joi.object().unknown(true) },
-                description: 'The authorization response (direct_post.jwt or direct_post)'
+                description: 'The authorization response (direct_post.jwt), or {response, origin} of a Digital Credentials API response (dc_api.jwt) posted by the relying party'
             },
             handler: async (request, h) => {
-                const answer = await deps.responses.receive(await session(request), parseForm(request.payload));
+                const answer = await deps.responses.receive(await session(request, true), parseForm(request.payload));
                 return h.response(answer.body).code(answer.status).header('Cache-Control', 'no-store');
             }
         }

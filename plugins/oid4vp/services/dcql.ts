@@ -2,6 +2,7 @@ import { DcqlPresentationResult, DcqlQuery } from 'dcql';
 import type { FailureCode } from '../../../lib/verify/failures';
 import { valuesAt } from '../../../lib/claim-path';
 import type { CheckedStatus } from '../../../lib/verify/status-list';
+import type { TrustOutcome } from './trust-outcome';
 
 /** One verified presentation: its query, its disclosed claims (mdoc: `{namespace: {element: value}}`). */
 export interface PresentedCredential {
@@ -15,6 +16,8 @@ export interface PresentedCredential {
     keyBound?: boolean;
     /** Its status list entry: valid, or unknown (best_effort, list unavailable); absent when not checked. */
     status?: CheckedStatus;
+    /** The trust list entry that admitted it (outcome.credentials[].trust of the DC API and ISO 18013-7 paths). */
+    trust?: TrustOutcome;
 }
 
 type Path = Array<string | number | null>;

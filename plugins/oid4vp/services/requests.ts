@@ -10,7 +10,7 @@ import type { LiveSession, SessionService } from '../../sessions/services/sessio
 import type { WebhookTarget } from '../../../lib/webhooks';
 import { keyChainOfUsage } from '../../../resources/key-chain';
 import { outboundAuthSchema, outboundUrlSchema } from '../../../resources/outbound-auth';
-import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type PresentationConfig, type StatusCheckMode } from '../../../resources/presentation-config';
+import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type ClientIdPrefix, type PresentationConfig, type StatusCheckMode } from '../../../resources/presentation-config';
 import { checkTransactionDataCredentialIds, transactionDataEntrySchema, type TransactionData } from '../../../resources/presentation/transaction-data';
 import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
@@ -52,7 +52,8 @@ export const presentationRequestSchema = Joi.object<PresentationRequest, true>({
         }
     }).description('Same-device redirect target; {sessionId} is replaced by the session id'),
     skewSeconds: skewSecondsSchema.description('Overrides the configuration\'s skewSeconds'),
-    expected_origins: Joi.array().items(Joi.string().uri()).min(1)
+    expected_origins: Joi.array().items(Joi.string().uri({ scheme: ['https', 'http'] })).min(1).max(20)
+        .description('dc-api (required) and iso-18013-7 (at most one): the web origins the response may come from')
 }).label('PresentationRequest');
 
 /** What a presentation session keeps (sealed): protocol values, the ephemeral decryption key, and later the result. */
@@ -71,6 +72,17 @@ export interface PresentationData {
     webhook?: InlineWebhook;
     redirectUri?: string;
     walletNonceParam?: string;
+    /**
+     * How the response arrives: absent for the redirect flow (request_uri, direct_post.jwt); `dc-api` for OpenID4VP
+     * over the Digital Credentials API (dc_api.jwt, posted by the relying party's backend); another registered
+     * response type (e.g. `iso-18013-7`) for sessions a plugin made through registerPresentationResponseType.
+     */
+    protocol?: 'dc-api' | 'iso-18013-7';
+    /** DC API: the origins the response may come from (the request's expected_origins). */
+    expectedOrigins?: string[];
+    /** ISO 18013-7 Annex C: the base64url EncryptionInfo sent with the request and the origin of its SessionTranscript. */
+    encryptionInfo?: string;
+    origin?: string;
     result?: { outcome: Record<string, unknown>; credentials?: Array<Record<string, unknown>>; rawTokens?: Record<string, unknown[]> };
 }
 
@@ -83,6 +95,29 @@ declare module '../../sessions/services/session-service' {
 const b64url = (value: string | Uint8Array) => Buffer.from(value).toString('base64url');
 
 export const REQUEST_OBJECT_TYP = 'oauth-authz-req+jwt';
+
+/** What every response type starts from: the configuration and the request, resolved and checked. */
+export interface PreparedPresentation {
+    config: PresentationConfig;
+    dcqlQuery: PresentationConfig['dcql_query'];
+    transactionData?: TransactionData[];
+    webhook?: InlineWebhook;
+    accessKeyChainId: string;
+    clientId: string;
+    skewSeconds: number;
+    statusCheckMode: StatusCheckMode;
+    redirectUri?: string;
+}
+
+/**
+ * A response type another plugin provides (`server.registerPresentationResponseType`): it gets the prepared request
+ * and answers the offer (201 body with at least `session`), creating the session through `openSession`.
+ */
+export interface PresentationResponseType {
+    create(ctx: TenantContext & { tenantId: string }, request: PresentationRequest, prepared: PreparedPresentation): Promise<{ session: string } & Record<string, unknown>>;
+}
+
+const DNS_SAN = /(?:^|,\s*)DNS:([^,]+)/g;
 
 export class PresentationRequests {
     constructor(private readonly deps: { publicUrl: string; outbound: OutboundPolicy; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
@@ -103,16 +138,51 @@ export class PresentationRequests {
         return access;
     }
 
-    /** `x509_hash:` + base64url SHA-256 of the leaf certificate (DER) of the access key chain. */
-    async clientId(tenantId: string, keyChainId: string): Promise<string> {
+    /**
+     * `x509_hash:` + base64url SHA-256 of the leaf certificate (DER) of the access key chain; with `x509_san_dns`,
+     * `x509_san_dns:` + the first DNS name of the leaf's subjectAltName (400 when it has none).
+     */
+    async clientId(tenantId: string, keyChainId: string, prefix: ClientIdPrefix = 'x509_hash'): Promise<string> {
         const { x5c } = await this.deps.signing.material(tenantId, keyChainId);
-        return `x509_hash:${b64url(Crypto.createHash('sha256').update(Buffer.from(x5c[0]!, 'base64')).digest())}`;
+        const leaf = Buffer.from(x5c[0]!, 'base64');
+        if (prefix === 'x509_san_dns') {
+            const dns = [...(new Crypto.X509Certificate(leaf).subjectAltName ?? '').matchAll(DNS_SAN)].map((m) => m[1]!.trim());
+            if (!dns.length) {
+                throw new ValidationError(`clientIdPrefix x509_san_dns needs a DNS subjectAltName in the certificate of access key chain ${keyChainId}`, [{ path: 'clientIdPrefix', message: 'the access certificate has no DNS SAN' }]);
+            }
+            return `x509_san_dns:${dns[0]}`;
+        }
+        return `x509_hash:${b64url(Crypto.createHash('sha256').update(leaf).digest())}`;
     }
 
-    async create(ctx: TenantContext & { tenantId: string }, request: PresentationRequest): Promise<{ session: string; uri: string; crossDeviceUri: string }> {
-        if (request.response_type !== 'uri') {
-            throw new ValidationError(`response_type ${request.response_type} is not available yet`, [{ path: 'response_type', message: 'only uri is supported in this deployment' }]);
+    /** Another plugin's response type (e.g. iso-18013-7); without it that response_type answers 400. */
+    registerResponseType(type: 'iso-18013-7', handler: PresentationResponseType): void {
+        if (this.responseTypes.has(type)) {
+            throw new Error(`Presentation response type ${type} is already registered`);
         }
+        this.responseTypes.set(type, handler);
+    }
+
+    private readonly responseTypes = new Map<string, PresentationResponseType>();
+
+    async create(ctx: TenantContext & { tenantId: string }, request: PresentationRequest): Promise<{ session: string } & Record<string, unknown>> {
+        const type = request.response_type ?? 'uri';
+        const handler = this.responseTypes.get(type);
+        if (type !== 'uri' && type !== 'dc-api' && !handler) {
+            throw new ValidationError(`response_type ${type} is not available in this deployment`, [{ path: 'response_type', message: 'no plugin of this deployment provides it' }]);
+        }
+        if (type === 'uri' && request.expected_origins) {
+            throw new ValidationError('expected_origins applies to the Digital Credentials API only', [{ path: 'expected_origins', message: 'only with response_type dc-api or iso-18013-7' }]);
+        }
+        const prepared = await this.prepare(ctx, request);
+        if (handler) {
+            return handler.create(ctx, request, prepared);
+        }
+        return type === 'dc-api' ? this.createDcApi(ctx, request, prepared) : this.createRedirect(ctx, request, prepared);
+    }
+
+    /** The configuration, DCQL query, transaction data, webhook and access key chain of a request, checked (400). */
+    async prepare(ctx: TenantContext & { tenantId: string }, request: PresentationRequest): Promise<PreparedPresentation> {
         const stored = await this.deps.registry.get(ctx, presentationConfigKind, request.requestId);
         if (!stored) {
             throw new ValidationError(`Unknown presentation configuration ${request.requestId}`, [{ path: 'requestId', message: 'does not exist' }]);
@@ -133,39 +203,64 @@ export class PresentationRequests {
         }
         const webhook = request.webhook ? await this.inlineWebhook(request.webhook) : await this.endpointWebhook(ctx, config.webhookEndpointId);
         const accessKeyChainId = await this.accessKeyChain(ctx.tenantId, config);
-        const clientId = await this.clientId(ctx.tenantId, accessKeyChainId);
-        const walletNonce = Crypto.randomBytes(24).toString('base64url');
-        const responseUri = `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp`;
+        const clientId = await this.clientId(ctx.tenantId, accessKeyChainId, config.clientIdPrefix ?? 'x509_hash');
+        const redirectUri = request.redirectUri ?? config.redirectUri ?? undefined;
+        return {
+            config,
+            dcqlQuery,
+            ...(transactionData ? { transactionData } : {}),
+            ...(webhook ? { webhook } : {}),
+            accessKeyChainId,
+            clientId,
+            skewSeconds: request.skewSeconds ?? config.skewSeconds ?? 60,
+            statusCheckMode: config.statusCheckMode ?? 'strict',
+            ...(redirectUri ? { redirectUri } : {})
+        };
+    }
+
+    /** The session data every OpenID4VP response type shares: nonce, a fresh ECDH-ES response key, the request's settings. */
+    private async sessionData(prepared: PreparedPresentation, responseUri: string): Promise<PresentationData> {
         const { privateKey, publicKey } = await Jose.generateKeyPair('ECDH-ES', { crv: 'P-256', extractable: true });
         const kid = Crypto.randomBytes(8).toString('base64url');
-        const data: PresentationData = {
-            clientId,
+        return {
+            clientId: prepared.clientId,
             responseUri,
             nonce: Crypto.randomBytes(24).toString('base64url'),
-            dcqlQuery,
-            ...(transactionData ? { transactionData: transactionData.map((t) => b64url(JSON.stringify(t))) } : {}),
+            dcqlQuery: prepared.dcqlQuery,
+            ...(prepared.transactionData ? { transactionData: prepared.transactionData.map((t) => b64url(JSON.stringify(t))) } : {}),
             encryptionKey: {
                 privateJwk: { ...await Jose.exportJWK(privateKey), kid },
                 publicJwk: { ...await Jose.exportJWK(publicKey), kid, use: 'enc', alg: 'ECDH-ES' }
             },
-            accessKeyChainId,
-            skewSeconds: request.skewSeconds ?? config.skewSeconds ?? 60,
-            statusCheckMode: config.statusCheckMode ?? 'strict',
-            ...(webhook ? { webhook } : {}),
-            ...(request.redirectUri ?? config.redirectUri ? { redirectUri: request.redirectUri ?? config.redirectUri ?? undefined } : {})
+            accessKeyChainId: prepared.accessKeyChainId,
+            skewSeconds: prepared.skewSeconds,
+            statusCheckMode: prepared.statusCheckMode,
+            ...(prepared.webhook ? { webhook: prepared.webhook } : {}),
+            ...(prepared.redirectUri ? { redirectUri: prepared.redirectUri } : {})
         };
+    }
+
+    /** Creates the session of a prepared request (expiry from the configuration's lifeTime). */
+    async openSession(ctx: TenantContext & { tenantId: string }, request: PresentationRequest, prepared: PreparedPresentation, walletNonce: string, data: PresentationData): Promise<string> {
         const session = await this.deps.sessions.create({
             tenantId: ctx.tenantId,
             type: 'presentation',
-            requestId: config.id,
+            requestId: prepared.config.id,
             reference: request.reference ?? null,
             walletNonce,
-            expiresAt: new Date(Date.now() + (config.lifeTime ?? 300) * 1000).toISOString(),
+            expiresAt: new Date(Date.now() + (prepared.config.lifeTime ?? 300) * 1000).toISOString(),
             data
         });
+        return session.id;
+    }
+
+    private async createRedirect(ctx: TenantContext & { tenantId: string }, request: PresentationRequest, prepared: PreparedPresentation): Promise<{ session: string; uri: string; crossDeviceUri: string }> {
+        const walletNonce = Crypto.randomBytes(24).toString('base64url');
+        const data = await this.sessionData(prepared, `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp`);
+        const session = await this.openSession(ctx, request, prepared, walletNonce, data);
         const requestUri = `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp/request`;
-        const uri = `openid4vp://?client_id=${encodeURIComponent(clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
-        return { session: session.id, uri, crossDeviceUri: `${uri}&request_uri_method=post` };
+        const uri = `openid4vp://?client_id=${encodeURIComponent(data.clientId)}&request_uri=${encodeURIComponent(requestUri)}`;
+        return { session, uri, crossDeviceUri: `${uri}&request_uri_method=post` };
     }
 
     /** An inline webhook's URL must be one the outbound policy allows now (400), and is checked again at delivery. */
@@ -198,18 +293,52 @@ export class PresentationRequests {
         return { url: endpoint.spec.url, auth: endpoint.spec.auth };
     }
 
+    /**
+     * OpenID4VP over the Digital Credentials API (Appendix A), signed requests only (`openid4vp-v1-signed`): the
+     * request object carries expected_origins and response_mode dc_api.jwt, and has no response_uri or state; the
+     * relying party's backend posts the wallet's response with the page's origin to the response endpoint. No
+     * request object is fetched, so the session stays active until the response (it skips fetched).
+     */
+    private async createDcApi(ctx: TenantContext & { tenantId: string }, request: PresentationRequest, prepared: PreparedPresentation): Promise<{ session: string; request: string }> {
+        if (!request.expected_origins?.length) {
+            throw new ValidationError('expected_origins is required for response_type dc-api', [{ path: 'expected_origins', message: 'required for the Digital Credentials API' }]);
+        }
+        if (request.redirectUri) {
+            throw new ValidationError('redirectUri does not apply to the Digital Credentials API', [{ path: 'redirectUri', message: 'the browser returns the response to the page' }]);
+        }
+        const walletNonce = Crypto.randomBytes(24).toString('base64url');
+        const { redirectUri: _none, ...data } = await this.sessionData(prepared, `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp`);
+        const expectedOrigins = request.expected_origins.map((o) => new URL(o).origin);
+        const withOrigins: PresentationData = { ...data, protocol: 'dc-api', expectedOrigins };
+        const session = await this.openSession(ctx, request, prepared, walletNonce, withOrigins);
+        const { response_uri: _uri, state: _state, ...payload } = this.requestPayload(withOrigins, walletNonce);
+        const jwt = await this.deps.signing.jws(ctx.tenantId, data.accessKeyChainId, {
+            header: { typ: REQUEST_OBJECT_TYP },
+            payload: { ...payload, response_mode: 'dc_api.jwt', expected_origins: expectedOrigins }
+        });
+        return { session, request: jwt };
+    }
+
     /** The signed request object (JAR); the first fetch moves the session from active to fetched. */
     async requestObject(session: LiveSession<'presentation'>, walletNonceParam?: string): Promise<string> {
         const { data } = session;
         if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
             throw new OAuthError(400, 'invalid_request', 'The presentation session has expired');
         }
+        if (data.protocol) {
+            throw new OAuthError(400, 'invalid_request', 'This presentation request is not fetched by request_uri');
+        }
         if (!['active', 'fetched'].includes(session.status)) {
             throw new OAuthError(400, 'invalid_request', 'The presentation offer has already been used');
         }
         await this.deps.sessions.transition(session.id, ['active'], 'fetched');
+        return this.deps.signing.jws(session.tenantId, data.accessKeyChainId, { header: { typ: REQUEST_OBJECT_TYP }, payload: this.requestPayload(data, session.walletNonce!, walletNonceParam) });
+    }
+
+    /** The request object's claims (OpenID4VP 1.0 section 5, HAIP): the redirect form; the DC API drops response_uri and state. */
+    private requestPayload(data: PresentationData, walletNonce: string, walletNonceParam?: string): Record<string, unknown> {
         const now = Math.floor(Date.now() / 1000);
-        const payload = {
+        return {
             iss: data.clientId,
             aud: 'https://self-issued.me/v2',
             client_id: data.clientId,
@@ -217,7 +346,7 @@ export class PresentationRequests {
             response_mode: 'direct_post.jwt',
             response_uri: data.responseUri,
             nonce: data.nonce,
-            state: session.walletNonce,
+            state: walletNonce,
             ...(walletNonceParam ? { wallet_nonce: walletNonceParam } : {}),
             dcql_query: data.dcqlQuery,
             ...(data.transactionData ? { transaction_data: data.transactionData } : {}),
@@ -232,6 +361,5 @@ export class PresentationRequests {
             iat: now,
             exp: now + 300
         };
-        return this.deps.signing.jws(session.tenantId, data.accessKeyChainId, { header: { typ: REQUEST_OBJECT_TYP }, payload });
     }
 }

@@ -6,7 +6,7 @@ import type { Logger } from '../../../lib/logging';
 import type { OutboundPolicy } from '../../../lib/outbound';
 import type { LiveSession, Session, SessionPatch, SessionService } from '../../sessions/services/session-service';
 import { FAILURE_MESSAGES, VerificationFailure, type FailureCode } from '../../../lib/verify/failures';
-import { verifyMdocPresentation } from '../../../lib/verify/mdoc';
+import { openid4vpDcApiSessionTranscript, openid4vpSessionTranscript, verifyMdocPresentation } from '../../../lib/verify/mdoc';
 import { verifySdJwtPresentation } from '../../../lib/verify/sd-jwt-vc';
 import type { CheckedStatus, StatusListChecker, StatusReference } from '../../../lib/verify/status-list';
 import type { TrustAnchor } from '../../../lib/verify/trust';
@@ -14,6 +14,7 @@ import { deliverWebhook } from '../../../lib/webhooks';
 import { matchDcql, type PresentedCredential } from './dcql';
 import type { PresentationData } from './requests';
 import type { TrustAnchors } from './trust-anchors';
+import { sdJwtX5c, trustOutcome, type TrustOutcome } from './trust-outcome';
 
 export interface WalletAnswer {
     status: number;
@@ -31,12 +32,36 @@ interface CredentialOutcome {
     docType?: string;
     verified: boolean;
     status?: CheckedStatus;
+    trust?: TrustOutcome;
     error?: string;
     message?: string;
 }
 
+/**
+ * What a presentation must be bound to: the KB-JWT audience of SD-JWT VCs and the SessionTranscript mdoc device
+ * signatures cover. `docTypes` (ISO 18013-7): one DeviceResponse answers every mso_mdoc query, each takes the
+ * documents of its docType.
+ */
+export interface PresentationBinding {
+    audience: string;
+    mdocTranscript: Uint8Array;
+    docTypes?: boolean;
+}
+
+/** How a response ended, for the protocol to shape its answer (the outcome is recorded and the webhook sent). */
+export type Concluded =
+    | { ok: true; responseCode: string; redirectUri?: string }
+    | { ok: false; code?: FailureCode; message: string; redirectUri?: string };
+
+export interface ConcludeOptions {
+    /** The status the session must still have when the outcome is recorded (active for flows that skip fetched). */
+    from: 'active' | 'fetched';
+    /** ISO 18013-7: credentials as {id, format, docType, claims} per document, and failures never redirect. */
+    iso?: boolean;
+}
+
 /** A failure with the credential query it concerns, if any. */
-class PresentationFailure extends Error {
+export class PresentationFailure extends Error {
     constructor(readonly code: FailureCode | undefined, message: string, readonly credential?: CredentialOutcome) {
         super(message);
     }
@@ -61,6 +86,12 @@ export class PresentationResponses {
         if (session.expiresAt && Date.parse(session.expiresAt) <= Date.now()) {
             throw new OAuthError(400, 'invalid_request', EXPIRED);
         }
+        if (data.protocol === 'dc-api') {
+            return this.receiveDcApi(session, form);
+        }
+        if (data.protocol) {
+            throw new OAuthError(400, 'invalid_request', `This presentation request is answered at its ${data.protocol} endpoint`);
+        }
         // Contract: a response is accepted only after the wallet fetched the request object; the session stays active.
         if (session.status === 'active') {
             throw new OAuthError(400, 'invalid_request', NOT_FETCHED);
@@ -75,10 +106,51 @@ export class PresentationResponses {
         if (typeof payload.error === 'string') {
             return this.walletError(session, data, walletErrorOf(payload));
         }
-        // Verified before anything is written: the outcome is then recorded by the write that claims the session.
+        const jwkThumbprint = Buffer.from(await Jose.calculateJwkThumbprint(data.encryptionKey.publicJwk), 'base64url');
+        const binding = { audience: data.clientId, mdocTranscript: openid4vpSessionTranscript({ clientId: data.clientId, nonce: data.nonce, responseUri: data.responseUri, jwkThumbprint }) };
+        return oid4vpAnswer(await this.conclude(session, data, () => this.verify(session, data, payload.vp_token, binding), { from: 'fetched' }));
+    }
+
+    /**
+     * OpenID4VP over the Digital Credentials API (contract "Presentation"): the relying party's backend posts
+     * `{response, origin}`, the wallet's dc_api.jwt JWE and the origin the browser reported. The origin must be one of
+     * the request's expected_origins (otherwise the session fails, verification_error); the presentations are bound
+     * to it: `origin:<origin>` as KB-JWT aud, the OpenID4VPDCAPIHandover SessionTranscript for mdocs. A response that
+     * cannot be decrypted is refused (400) and leaves the session open, as on the redirect path.
+     */
+    private async receiveDcApi(session: LiveSession<'presentation'>, form: Record<string, unknown>): Promise<WalletAnswer> {
+        const { data } = session;
+        if (session.status !== 'active' || session.consumedAt) {
+            throw new OAuthError(400, 'invalid_request', USED);
+        }
+        if (typeof form.origin !== 'string' || !form.origin) {
+            throw new OAuthError(400, 'invalid_request', 'origin is required: the origin of the page that called the Digital Credentials API');
+        }
+        const origin = form.origin;
+        const payload = await this.payload(data, form);
+        if (typeof payload.error === 'string') {
+            return this.walletError(session, data, walletErrorOf(payload), 'active');
+        }
+        const jwkThumbprint = Buffer.from(await Jose.calculateJwkThumbprint(data.encryptionKey.publicJwk), 'base64url');
+        const binding = { audience: `origin:${origin}`, mdocTranscript: openid4vpDcApiSessionTranscript({ origin, nonce: data.nonce, jwkThumbprint }) };
+        return oid4vpAnswer(await this.conclude(session, data, async () => {
+            if (!data.expectedOrigins?.includes(origin)) {
+                this.deps.log.info({ sessionId: session.id }, 'DC API response from an origin the request did not expect');
+                throw VerificationFailure.coded('verification_error', 'origin not among expected_origins');
+            }
+            return this.verify(session, data, payload.vp_token, binding);
+        }, { from: 'active' }));
+    }
+
+    /**
+     * Verifies (`verify` throws PresentationFailure or VerificationFailure for a presentation that does not pass),
+     * then records the outcome in the write that claims the session, sends the webhook and says how it ended.
+     * Verified before anything is written: only one response is ever recorded (the others answer "already used").
+     */
+    async conclude(session: Session<'presentation'>, data: PresentationData, verify: () => Promise<PresentedCredential[]>, options: ConcludeOptions): Promise<Concluded> {
         let presented: PresentedCredential[];
         try {
-            presented = await this.verify(session, data, payload.vp_token);
+            presented = await verify();
         }
         catch (err) {
             const failure = err instanceof PresentationFailure ? err
@@ -87,9 +159,9 @@ export class PresentationResponses {
             if (!(err instanceof PresentationFailure) && !(err instanceof VerificationFailure)) {
                 this.deps.log.warn({ err: (err as Error).message, sessionId: session.id }, 'presentation verification error');
             }
-            return this.fail(session, data, failure);
+            return this.fail(session, data, failure, options);
         }
-        return this.succeed(session, data, presented);
+        return this.succeed(session, data, presented, options);
     }
 
     /**
@@ -97,8 +169,8 @@ export class PresentationResponses {
      * responses exactly one is recorded (the others answer "already used"), and a write that fails leaves the session
      * as it was, open for a response that can be recorded, never claimed without an outcome.
      */
-    private async record(session: Session<'presentation'>, result: NonNullable<PresentationData['result']>, patch: SessionPatch): Promise<void> {
-        const written = await this.deps.sessions.mutateData<'presentation'>(session, (current) => ({ ...current, result }), patch, { status: ['fetched'], isNull: ['consumedAt'] });
+    private async record(session: Session<'presentation'>, result: NonNullable<PresentationData['result']>, patch: SessionPatch, from: 'active' | 'fetched'): Promise<void> {
+        const written = await this.deps.sessions.mutateData<'presentation'>(session, (current) => ({ ...current, result }), patch, { status: [from], isNull: ['consumedAt'] });
         if (!written) {
             throw new OAuthError(400, 'invalid_request', USED);
         }
@@ -138,12 +210,16 @@ export class PresentationResponses {
         }
     }
 
-    private async verify(session: Session<'presentation'>, data: PresentationData, vpToken: unknown): Promise<PresentedCredential[]> {
+    /**
+     * Verifies every presentation of a vp_token-shaped object (`{queryId: presentation | presentation[]}`) bound as
+     * `binding` says, checks status and matches the DCQL query. Throws PresentationFailure for a failure.
+     */
+    async verify(session: Session<'presentation'>, data: PresentationData, vpToken: unknown, binding: PresentationBinding): Promise<PresentedCredential[]> {
         if (!vpToken || typeof vpToken !== 'object' || Array.isArray(vpToken)) {
             throw new PresentationFailure(undefined, 'Presentation validation failed: vp_token must be an object keyed by credential query id');
         }
         const now = new Date();
-        const jwkThumbprint = Buffer.from(await Jose.calculateJwkThumbprint(data.encryptionKey.publicJwk), 'base64url');
+        const withTrust = data.protocol !== undefined;
         const presented: PresentedCredential[] = [];
         for (const [queryId, value] of Object.entries(vpToken as Record<string, unknown>)) {
             const query = data.dcqlQuery.credentials.find((c: { id: string }) => c.id === queryId);
@@ -165,24 +241,31 @@ export class PresentationResponses {
             for (const token of tokens as string[]) {
                 try {
                     if (query.format === 'mso_mdoc') {
-                        const documents = await verifyMdocPresentation({ deviceResponse: token, clientId: data.clientId, nonce: data.nonce, responseUri: data.responseUri, jwkThumbprint, now, skewSeconds: data.skewSeconds, anchors });
+                        const documents = await verifyMdocPresentation({
+                            deviceResponse: token, clientId: data.clientId, nonce: data.nonce, responseUri: data.responseUri, jwkThumbprint: null,
+                            sessionTranscript: binding.mdocTranscript,
+                            ...(binding.docTypes && docType ? { docType } : {}),
+                            now, skewSeconds: data.skewSeconds, anchors
+                        });
                         for (const document of documents) {
                             const status = await this.checkStatus(session, data, queryId, document.issuerAnchor, document.statusReference, now);
-                            presented.push({ queryId, format: 'mso_mdoc', docType: document.docType, claims: document.claims, raw: token, ...(status ? { status } : {}) });
+                            const trust = withTrust ? { trust: trustOutcome(document.issuerAnchor, anchors, document.x5chain, status === 'valid') } : {};
+                            presented.push({ queryId, format: 'mso_mdoc', docType: document.docType, claims: document.claims, raw: token, ...(status ? { status } : {}), ...trust });
                         }
                     }
                     else {
                         const hashes = data.transactionData
                             ?.filter((t) => (JSON.parse(Buffer.from(t, 'base64url').toString('utf8')).credential_ids as string[]).includes(queryId))
                             .map(b64urlSha256);
-                        const result = await verifySdJwtPresentation({ presentation: token, clientId: data.clientId, nonce: data.nonce, now, skewSeconds: data.skewSeconds, anchors, ...(hashes?.length ? { transactionDataHashes: hashes } : {}) });
+                        const result = await verifySdJwtPresentation({ presentation: token, clientId: binding.audience, nonce: data.nonce, now, skewSeconds: data.skewSeconds, anchors, ...(hashes?.length ? { transactionDataHashes: hashes } : {}) });
                         // Holder binding is required unless the query says otherwise; without it a copied credential
                         // could be replayed, as no KB-JWT ties it to this nonce and client.
                         if (!result.keyBound && (query as { require_cryptographic_holder_binding?: boolean }).require_cryptographic_holder_binding !== false) {
                             throw VerificationFailure.presentation('invalid key binding (the credential is not bound to a holder key)');
                         }
                         const status = await this.checkStatus(session, data, queryId, result.issuerAnchor, result.statusReference, now);
-                        presented.push({ queryId, format: 'dc+sd-jwt', vct: result.vct, claims: result.claims, raw: token, keyBound: result.keyBound, ...(status ? { status } : {}) });
+                        const trust = withTrust ? { trust: trustOutcome(result.issuerAnchor, anchors, sdJwtX5c(token), status === 'valid') } : {};
+                        presented.push({ queryId, format: 'dc+sd-jwt', vct: result.vct, claims: result.claims, raw: token, keyBound: result.keyBound, ...(status ? { status } : {}), ...trust });
                     }
                 }
                 catch (err) {
@@ -217,21 +300,24 @@ export class PresentationResponses {
         return checked?.status;
     }
 
-    private async succeed(session: Session<'presentation'>, data: PresentationData, presented: PresentedCredential[]): Promise<WalletAnswer> {
+    private async succeed(session: Session<'presentation'>, data: PresentationData, presented: PresentedCredential[], options: ConcludeOptions): Promise<Concluded> {
         const responseCode = Crypto.randomBytes(24).toString('base64url');
         const queryIds = [...new Set(presented.map((p) => p.queryId))];
-        const credentials = queryIds.map((id) => ({ id, values: presented.filter((p) => p.queryId === id).map(presentedValues) }));
+        // Spec 2.7: OpenID4VP {id, values} per query; ISO 18013-7 {id, format, docType, claims} per document.
+        const credentials: Array<Record<string, unknown> & { id: string }> = options.iso
+            ? presented.map((p) => ({ id: p.queryId, format: p.format, docType: p.docType, claims: p.claims }))
+            : queryIds.map((id) => ({ id, values: presented.filter((p) => p.queryId === id).map(presentedValues) }));
         const outcome = {
             result: 'success',
             credentials: queryIds.map((id) => {
                 const ofQuery = presented.filter((p) => p.queryId === id);
                 const first = ofQuery[0]!;
                 const status = ofQuery.some((p) => p.status === 'unknown') ? 'unknown' : ofQuery.some((p) => p.status === 'valid') ? 'valid' : undefined;
-                return { id, format: first.format, ...(first.docType ? { docType: first.docType } : {}), verified: true, ...(status ? { status } : {}) } satisfies CredentialOutcome;
+                return { id, format: first.format, ...(first.docType ? { docType: first.docType } : {}), verified: true, ...(status ? { status } : {}), ...(first.trust ? { trust: first.trust } : {}) } satisfies CredentialOutcome;
             })
         };
         const rawTokens = Object.fromEntries(queryIds.map((id) => [id, presented.filter((p) => p.queryId === id).map((p) => p.raw)]));
-        await this.record(session, { outcome, credentials }, { status: 'completed', responseCode, consumedAt: new Date().toISOString() });
+        await this.record(session, { outcome, credentials }, { status: 'completed', responseCode, consumedAt: new Date().toISOString() }, options.from);
         const webhookBody = {
             status: 'completed',
             outcome,
@@ -245,10 +331,10 @@ export class PresentationResponses {
         };
         const redirect = await this.notify(session, data, webhookBody);
         const target = redirect ?? data.redirectUri;
-        return { status: 200, body: target ? { redirect_uri: this.withParams(target, session.id, { response_code: responseCode }) } : {} };
+        return { ok: true, responseCode, ...(target ? { redirectUri: this.withParams(target, session.id, { response_code: responseCode }) } : {}) };
     }
 
-    private async fail(session: Session<'presentation'>, data: PresentationData, failure: PresentationFailure): Promise<WalletAnswer> {
+    private async fail(session: Session<'presentation'>, data: PresentationData, failure: PresentationFailure, options: ConcludeOptions): Promise<Concluded> {
         // Some reasons quote what the wallet sent (a query id, a KB-JWT typ): recorded display-safe, as spec 2.7 says.
         const message = displaySafe(failure.message);
         const outcome = {
@@ -257,20 +343,17 @@ export class PresentationResponses {
             message,
             ...(failure.credential ? { credentials: [failure.credential] } : {})
         };
-        await this.record(session, { outcome }, { status: 'failed', failureCode: failure.code ?? null, errorReason: message.slice(0, 1000) });
+        await this.record(session, { outcome }, { status: 'failed', failureCode: failure.code ?? null, errorReason: message.slice(0, 1000) }, options.from);
         const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });
-        const target = redirect ?? data.redirectUri;
-        const body: Record<string, unknown> = { error: 'invalid_request', error_description: message };
-        if (target) {
-            body.redirect_uri = this.withParams(target, session.id, { error: 'invalid_request', error_description: message });
-        }
-        return { status: 400, body };
+        // Spec 6.2: for ISO 18013-7, failures never redirect.
+        const target = options.iso ? undefined : redirect ?? data.redirectUri;
+        return { ok: false, ...(failure.code ? { code: failure.code } : {}), message, ...(target ? { redirectUri: this.withParams(target, session.id, { error: 'invalid_request', error_description: message }) } : {}) };
     }
 
-    private async walletError(session: Session<'presentation'>, data: PresentationData, { error, description }: WalletError): Promise<WalletAnswer> {
+    private async walletError(session: Session<'presentation'>, data: PresentationData, { error, description }: WalletError, from: 'active' | 'fetched' = 'fetched'): Promise<WalletAnswer> {
         const message = `Wallet error: ${error}: ${description}`;
         const outcome = { result: 'failed', error, message };
-        await this.record(session, { outcome }, { status: 'failed', failureCode: error.slice(0, 64), errorReason: message.slice(0, 1000) });
+        await this.record(session, { outcome }, { status: 'failed', failureCode: error.slice(0, 64), errorReason: message.slice(0, 1000) }, from);
         const redirect = await this.notify(session, data, { status: 'failed', outcome, session: session.id, ...(data.transactionData ? { transaction_data: data.transactionData } : {}), ...(session.reference ? { reference: session.reference } : {}) });
         const target = redirect ?? data.redirectUri;
         return { status: 200, body: target ? { redirect_uri: this.withParams(target, session.id, { error, error_description: description }) } : {} };
@@ -346,4 +429,12 @@ const walletErrorOf = (payload: Record<string, unknown>): WalletError => {
         throw new OAuthError(400, 'invalid_request', 'error must be an OAuth error code (printable ASCII characters, RFC 6749)');
     }
     return { error, description: typeof payload.error_description === 'string' ? displaySafe(payload.error_description) : '' };
+};
+
+/** The OpenID4VP response endpoint's answer (contract): 200 {} / {redirect_uri}, or 400 {error, error_description, redirect_uri?}. */
+const oid4vpAnswer = (concluded: Concluded): WalletAnswer => {
+    if (concluded.ok) {
+        return { status: 200, body: concluded.redirectUri ? { redirect_uri: concluded.redirectUri } : {} };
+    }
+    return { status: 400, body: { error: 'invalid_request', error_description: concluded.message, ...(concluded.redirectUri ? { redirect_uri: concluded.redirectUri } : {}) } };
 };

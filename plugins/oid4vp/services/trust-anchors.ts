@@ -77,5 +77,5 @@ const anchorsOf = (list: TrustList): TrustAnchor[] => {
     if (list.url) {
         unavailable(list.url);
     }
-    return (list.entities ?? []).flatMap((entity) => entity.certificates.map((certificate) => ({ certificate, serviceType: entity.serviceType })));
+    return (list.entities ?? []).flatMap((entity) => entity.certificates.map((certificate) => ({ certificate, serviceType: entity.serviceType, name: entity.name ?? list.id })));
 };

@@ -8,6 +8,7 @@ import * as kms from '../plugins/kms';
 import * as kmsDb from '../plugins/kms-db';
 import * as kmsHttp from '../plugins/kms-http';
 import * as kmsPkcs11 from '../plugins/kms-pkcs11';
+import * as kmsVault from '../plugins/kms-vault';
 import type { KmsOptions } from '../plugins/kms/options';
 import * as oauth2 from '../plugins/oauth2';
 import type { OAuth2Options } from '../plugins/oauth2/options';
@@ -64,6 +65,7 @@ export const manifest = (config: Config): Manifest => {
             { plugin: kmsDb.plugin },
             { plugin: kmsHttp.plugin },
             { plugin: kmsPkcs11.plugin },
+            { plugin: kmsVault.plugin },
             {
                 plugin: sessions.plugin,
                 options: {

@@ -13,7 +13,7 @@ export const checkTenantKmsConfig = async (config: KmsConfig, outbound: Outbound
         if (provider.type === 'pkcs11' || auth?.type === 'mtls') {
             throw new ForbiddenError(`Provider ${provider.id}: ${provider.type === 'pkcs11' ? 'pkcs11 providers' : 'mTLS key files'} are configured by the operator in kms.json, not through the API`);
         }
-        for (const [field, url] of [['baseUrl', provider.baseUrl], ['auth.tokenUrl', auth?.tokenUrl]] as const) {
+        for (const [field, url] of [['baseUrl', provider.baseUrl], ['auth.tokenUrl', auth?.tokenUrl], ['vaultUrl', provider.vaultUrl], ['tokenUrl', provider.tokenUrl]] as const) {
             if (typeof url !== 'string') {
                 continue;
             }

@@ -49,8 +49,8 @@ interface SdkError {
     $metadata?: { httpStatusCode?: number };
 }
 
-/** A generated key's alias: the kid, in the characters alias names allow, under the tenant. */
-const aliasOf = (tenantId: string, kid: string): string => `alias/hallmark/${tenantId}/${kid}`.replace(/[^A-Za-z0-9/_-]/g, '_');
+/** A generated key's alias: the kid in the characters alias names allow; no tenant in it, so an exported reference (externalKeyId: the kid) finds the key from another tenant or deployment. */
+const aliasOf = (kid: string): string => `alias/hallmark/${kid}`.replace(/[^A-Za-z0-9/_-]/g, '_');
 
 /** The SDK is large: it is loaded when the first cloud-kms provider opens, not when the service starts. */
 type Sdk = typeof import('@aws-sdk/client-kms');
@@ -78,7 +78,7 @@ export class CloudKeyStore implements KeyStore {
         if (typeof kid !== 'string' || !kid) {
             throw new ValidationError('invalid kid: a non-empty key id, ARN or name is required');
         }
-        return KEY_ID.test(kid) || kid.startsWith('arn:') || kid.startsWith('alias/') ? kid : aliasOf(this.ctx.tenantId, kid);
+        return KEY_ID.test(kid) || kid.startsWith('arn:') || kid.startsWith('alias/') ? kid : aliasOf(kid);
     }
 
     async create(kid: string, alg: KeyAlgorithm): Promise<PublicJwk> {

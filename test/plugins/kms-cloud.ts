@@ -70,7 +70,7 @@ describe('cloud-kms provider against the AWS KMS test server', () => {
     it('creates an ECC_NIST_P256 key under an alias, signs (DER turned into r || s, verified by node:crypto), reads the public key', async () => {
         const publicJwk = await store.create('kc-issuer-1', 'ES256');
         expect(publicJwk).to.only.include(['kty', 'crv', 'x', 'y']);
-        const keyId = aws.aliases.get('alias/hallmark/acme/kc-issuer-1')!;
+        const keyId = aws.aliases.get('alias/hallmark/kc-issuer-1')!;
         expect(aws.keys.get(keyId)).to.include({ spec: 'ECC_NIST_P256', usage: 'SIGN_VERIFY', state: 'Enabled' });
         const data = Buffer.from('header.payload');
         const signature = await store.sign('kc-issuer-1', data, 'ES256');
@@ -91,9 +91,9 @@ describe('cloud-kms provider against the AWS KMS test server', () => {
 
     it('schedules the deletion of a key and frees its alias; deleting it again is fine', async () => {
         await store.create('doomed', 'ES256');
-        const keyId = aws.aliases.get('alias/hallmark/acme/doomed')!;
+        const keyId = aws.aliases.get('alias/hallmark/doomed')!;
         await store.delete('doomed');
-        expect(aws.aliases.has('alias/hallmark/acme/doomed')).to.be.false();
+        expect(aws.aliases.has('alias/hallmark/doomed')).to.be.false();
         expect(aws.keys.get(keyId)!.state).to.equal('PendingDeletion');
         await store.delete('doomed');
         await expect(store.sign('doomed', Buffer.from('x'), 'ES256')).to.reject('Key doomed not found in KMS provider aws');
@@ -227,7 +227,7 @@ for (const dialect of DIALECTS) {
         it('makes an internal chain in AWS KMS and issues an SD-JWT VC signed there', async () => {
             const res = await call('POST', '/api/key-chain', { id: 'issuer', usageType: 'attestation', kmsProvider: 'aws', subject: { commonName: 'Acme', country: 'DE' } });
             expect(res.statusCode, res.payload).to.equal(201);
-            expect([...aws.aliases.keys()].some((alias) => alias.startsWith('alias/hallmark/acme/kc-issuer-'))).to.be.true();
+            expect([...aws.aliases.keys()].some((alias) => alias.startsWith('alias/hallmark/kc-issuer-'))).to.be.true();
             const payload = await issueSdJwtWithKeyChain(t.server, admin, 'issuer');
             expect(payload.vct).to.equal('urn:eudi:pid:1');
         });
@@ -256,7 +256,7 @@ for (const dialect of DIALECTS) {
 
         it('schedules the deletion of a generated key when its key chain is deleted', async () => {
             expect((await call('POST', '/api/key-chain', { id: 'temp', usageType: 'access', kmsProvider: 'aws' })).statusCode).to.equal(201);
-            const alias = [...aws.aliases.keys()].find((a) => a.startsWith('alias/hallmark/acme/kc-temp-'))!;
+            const alias = [...aws.aliases.keys()].find((a) => a.startsWith('alias/hallmark/kc-temp-'))!;
             const keyId = aws.aliases.get(alias)!;
             expect((await call('DELETE', '/api/key-chain/temp')).statusCode).to.equal(204);
             expect(aws.keys.get(keyId)!.state).to.equal('PendingDeletion');

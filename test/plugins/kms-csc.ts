@@ -3,6 +3,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import Pino from 'pino';
 import { KmsUnavailableError, type KmsOpenContext, type PublicJwk } from '../../lib/kms/types';
+import { checkTenantKmsConfig } from '../../plugins/kms/tenant-policy';
 import { cscKmsProvider, type CscKeyStore, type CscKmsOptions } from '../../plugins/kms-csc/provider';
 import { CscServer, type CscCredential } from '../fixtures/csc-server';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
@@ -200,6 +201,22 @@ for (const dialect of DIALECTS) {
             expect((res.result as any).providers[0]).to.include({ clientSecret: '[redacted]', sad: '[redacted]' });
             const health = (await call('GET', '/api/key-chain/providers')).result as any[];
             expect(health.find((p) => p.id === 'qtsp')).to.include({ type: 'csc', status: 'up' });
+        });
+
+        it('holds a tenant\'s baseUrl and tokenUrl to the outbound policy when they are saved', async () => {
+            t.server.outbound.allowPrivateNetwork = false;
+            try {
+                const saved = await call('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'other', type: 'csc', baseUrl: csc.origin, tokenUrl: csc.tokenUrl, clientId: 'hallmark', clientSecret: SECRET }] });
+                expect(saved.statusCode, saved.payload).to.equal(400);
+                expect((saved.result as any).details[0].path).to.equal('providers.0.baseUrl');
+                // The policy check alone (no connection is made): a public IP literal passes, the loopback token URL not.
+                const err = await expect(checkTenantKmsConfig({ providers: [{ id: 'other', type: 'csc', baseUrl: 'https://1.1.1.1', tokenUrl: csc.tokenUrl, clientId: 'c', clientSecret: 's' }] },
+                    { allowHttp: true, allowPrivateNetwork: false, allowedHosts: [] })).to.reject();
+                expect((err as any).details[0].path).to.equal('providers.0.tokenUrl');
+            }
+            finally {
+                t.server.outbound.allowPrivateNetwork = true;
+            }
         });
 
         it('refuses to generate a key in the signing service (400)', async () => {

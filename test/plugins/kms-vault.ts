@@ -159,6 +159,18 @@ for (const dialect of DIALECTS) {
             expect(health.find((p) => p.id === 'vault')).to.include({ type: 'vault', status: 'up' });
         });
 
+        it('holds a tenant\'s vaultUrl to the outbound policy when it is saved', async () => {
+            t.server.outbound.allowPrivateNetwork = false;
+            try {
+                const saved = await call('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'other', type: 'vault', vaultUrl: vault.origin, vaultToken: vault.token }] });
+                expect(saved.statusCode, saved.payload).to.equal(400);
+                expect((saved.result as any).details[0].path).to.equal('providers.0.vaultUrl');
+            }
+            finally {
+                t.server.outbound.allowPrivateNetwork = true;
+            }
+        });
+
         it('makes an internal chain in Vault and issues an SD-JWT VC signed there', async () => {
             const res = await call('POST', '/api/key-chain', { id: 'issuer', usageType: 'attestation', kmsProvider: 'vault', subject: { commonName: 'Acme', country: 'DE' } });
             expect(res.statusCode, res.payload).to.equal(201);

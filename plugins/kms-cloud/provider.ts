@@ -1,7 +1,7 @@
 import Crypto from 'node:crypto';
 import type { KMSClient, KMSClientConfig } from '@aws-sdk/client-kms';
 import Joi from 'joi';
-import { ConflictError, NotFoundError, ValidationError } from '../../lib/errors';
+import { ConflictError, DomainError, NotFoundError, ValidationError } from '../../lib/errors';
 import { ecdsaDerToRaw, ecP256JwkFromSpki } from '../../lib/kms/jwk';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsOpenContext, type KmsProviderType, type PublicJwk } from '../../lib/kms/types';
 
@@ -201,6 +201,9 @@ export class CloudKeyStore implements KeyStore {
     }
 
     private mapError(op: string, kid: string | undefined, err: SdkError & Error): Error {
+        if (err instanceof DomainError) {
+            return err;
+        }
         const name = err.name ?? 'Error';
         if (CREDENTIAL_ERRORS.has(name)) {
             return new KmsUnavailableError(`${this.label} is unavailable: AWS KMS refused the credentials for ${op} (${name}); check accessKeyId, secretAccessKey and the key policy`);

@@ -137,7 +137,7 @@ export class VaultKeyStore implements KeyStore {
         // sys/health: 200 active, 429 unsealed standby, 472 DR secondary, 473 performance standby: all serve requests.
         if (![200, 429, 472, 473].includes(res.status)) {
             const health = parseJsonObject(res.body);
-            const reason = health?.sealed === true ? 'Vault is sealed' : health?.initialized === false ? 'Vault is not initialized' : `HTTP ${res.status}`;
+            const reason = health?.initialized === false ? 'Vault is not initialized' : health?.sealed === true ? 'Vault is sealed' : `HTTP ${res.status}`;
             throw new KmsUnavailableError(`${this.label} is unavailable: ${op} failed (${reason})`);
         }
         this.expect(op, await this.call(op, 'GET', '/v1/auth/token/lookup-self'), [200]);

@@ -65,6 +65,7 @@ describe('cloud-kms provider against the AWS KMS test server', () => {
     afterEach(() => {
         aws.delayMs = 0;
         aws.failWith = undefined;
+        aws.override = undefined;
     });
 
     it('creates an ECC_NIST_P256 key under an alias, signs (DER turned into r || s, verified by node:crypto), reads the public key', async () => {
@@ -122,6 +123,36 @@ describe('cloud-kms provider against the AWS KMS test server', () => {
         const health = await expect(unknownKey.health()).to.reject(KmsUnavailableError);
         expect(health.message).to.contain('(UnrecognizedClientException)');
         expect(health.message).to.not.contain(SECRET);
+    });
+
+    it('refuses malformed answers, a taken alias and other refusals with clear errors; denied ListKeys is still healthy', async () => {
+        const on = (operation: string, answer: { status: number; body?: unknown; headers?: Record<string, string> }) => {
+            aws.override = (req) => (req.headers['x-amz-target'] === `TrentService.${operation}` ? answer : undefined);
+        };
+        on('Sign', { status: 200, body: { KeyId: 'x', Signature: Crypto.randomBytes(64).toString('base64'), SigningAlgorithm: 'ECDSA_SHA_256' } });
+        await expect(store.sign('kc-issuer-1', Buffer.from('x'), 'ES256')).to.reject('KMS provider "aws" gave an invalid answer to sign with key "kc-issuer-1": signature is not a DER ECDSA signature');
+        on('GetPublicKey', { status: 200, body: { KeyId: 'x', KeySpec: 'ECC_NIST_P256', KeyUsage: 'SIGN_VERIFY', PublicKey: 'AAAA' } });
+        await expect(store.publicJwk('kc-issuer-1')).to.reject(/gave an invalid answer to read of key "kc-issuer-1": public key is not a valid SPKI key/);
+        const denied = { status: 400, body: { __type: 'AccessDeniedException', message: 'not authorized' }, headers: { 'x-amzn-errortype': 'AccessDeniedException:' } };
+        on('ListKeys', denied);
+        await store.health();
+        on('Sign', denied);
+        await expect(store.sign('kc-issuer-1', Buffer.from('x'), 'ES256')).to.reject(KmsUnavailableError, /refused the credentials for sign with key "kc-issuer-1" \(AccessDeniedException\)/);
+        on('CreateKey', { status: 400, body: { __type: 'TagException', message: 'bad tag' }, headers: { 'x-amzn-errortype': 'TagException:' } });
+        await expect(store.create('tagged', 'ES256')).to.reject('KMS provider "aws" refused create of key "tagged" (TagException, HTTP 400)');
+        aws.override = undefined;
+        // A taken alias: the new key is not left behind.
+        await store.create('twice', 'ES256');
+        const keys = aws.keys.size;
+        await expect(store.create('twice', 'ES256')).to.reject(/refused create of key "twice" \(AlreadyExistsException, HTTP 400\)/);
+        expect(aws.keys.size).to.equal(keys + 1);
+        expect([...aws.keys.values()].at(-1)!.state).to.equal('PendingDeletion');
+        // Deleting by key id twice: the second finds it pending deletion already.
+        const keyId = aws.createKey();
+        await store.delete(keyId);
+        await store.delete(keyId);
+        expect(aws.keys.get(keyId)!.state).to.equal('PendingDeletion');
+        await expect(store.sign('', Buffer.from('x'), 'ES256')).to.reject(/invalid kid/);
     });
 
     it('uses the SDK credential chain without static credentials', async () => {

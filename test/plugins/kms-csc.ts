@@ -58,6 +58,7 @@ describe('csc KMS provider against the CSC API v2 test server', () => {
     afterEach(() => {
         csc.delayMs = 0;
         csc.rawSignatures = false;
+        csc.override = undefined;
     });
 
     it('takes the first listed credential, reads its certificate chain and key, signs with signHash (verified by node:crypto)', async () => {
@@ -118,6 +119,37 @@ describe('csc KMS provider against the CSC API v2 test server', () => {
         const err = await expect(wrong.health()).to.reject(KmsUnavailableError);
         expect(err.message).to.equal('KMS provider "qtsp-a": the token endpoint refused the client credentials (HTTP 401, invalid_client)');
         expect(err.message).to.not.contain('not-the-client-secret');
+    });
+
+    it('refuses malformed, refused and failing answers with clear errors', async () => {
+        const on = (method: string, answer: { status: number; body?: unknown }) => {
+            csc.override = (req) => (req.path === `/csc/v2/${method}` ? answer : undefined);
+        };
+        const store = await open({ credentialId: 'seal-1' });
+        on('signatures/signHash', { status: 200, body: { signatures: ['not base64!'] } });
+        await expect(store.sign('seal-1', Buffer.from('x'), 'ES256')).to.reject('KMS provider "qtsp" gave an invalid answer to sign with credential "seal-1": no base64 signature');
+        on('signatures/signHash', { status: 200, body: { signatures: [Buffer.alloc(10, 1).toString('base64')] } });
+        await expect(store.sign('seal-1', Buffer.from('x'), 'ES256')).to.reject(/signature is not a DER ECDSA signature/);
+        on('signatures/signHash', { status: 200, body: ['not', 'an', 'object'] });
+        await expect(store.sign('seal-1', Buffer.from('x'), 'ES256')).to.reject(/the body is not a JSON object/);
+        on('signatures/signHash', { status: 403, body: { error: 'access_denied', error_description: 'Scope insufficient' } });
+        await expect(store.sign('seal-1', Buffer.from('x'), 'ES256')).to.reject(KmsUnavailableError, 'KMS provider "qtsp" is unavailable: the signing service refused the access token for sign with credential "seal-1" (HTTP 403, access_denied: Scope insufficient)');
+        on('signatures/signHash', { status: 502 });
+        await expect(store.sign('seal-1', Buffer.from('x'), 'ES256')).to.reject(KmsUnavailableError, 'KMS provider "qtsp" is unavailable: sign with credential "seal-1" failed (HTTP 502)');
+        on('signatures/signHash', { status: 400, body: { error: 'invalid_request', error_description: 'Invalid parameter hashes' } });
+        await expect(store.sign('seal-1', Buffer.from('x'), 'ES256')).to.reject('KMS provider "qtsp" refused sign with credential "seal-1" (HTTP 400, invalid_request: Invalid parameter hashes)');
+        on('credentials/info', { status: 200, body: { key: { status: 'enabled' }, cert: { certificates: [] } } });
+        await expect(store.health()).to.reject('KMS provider "qtsp" gave an invalid answer to info of credential "seal-1": no certificates');
+        on('credentials/info', { status: 200, body: { key: { status: 'enabled' }, cert: { certificates: [Buffer.from('not a certificate').toString('base64')] } } });
+        await expect(store.health()).to.reject(/Credential seal-1 of KMS provider qtsp cannot sign ES256/);
+        const listing = await open({ userId: 'erika' });
+        on('credentials/list', { status: 200, body: { credentialIDs: [] } });
+        await expect(listing.health()).to.reject(KmsUnavailableError, 'KMS provider "qtsp" is unavailable: the signing service lists no credential for the userId');
+        csc.override = undefined;
+        await listing.health();
+        const authorizing = await open({ credentialId: 'seal-pin', useAuthorizeEndpoint: true, authorizeAuthData: [{ id: 'PIN', value: csc.pin }] });
+        on('credentials/authorize', { status: 200, body: { expiresIn: 300 } });
+        await expect(authorizing.sign('seal-pin', Buffer.from('x'), 'ES256')).to.reject(/gave an invalid answer to authorization: no SAD/);
     });
 
     it('reports a disabled credential as unavailable', async () => {

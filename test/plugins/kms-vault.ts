@@ -41,6 +41,7 @@ describe('vault KMS provider against the Vault test server', () => {
     afterEach(() => {
         vault.sealed = false;
         vault.delayMs = 0;
+        vault.override = undefined;
     });
 
     it('creates an ecdsa-p256 key, signs (verified by node:crypto), reads the public key back', async () => {
@@ -110,6 +111,34 @@ describe('vault KMS provider against the Vault test server', () => {
         const refused = await expect(down.health()).to.reject(KmsUnavailableError);
         expect(refused.message).to.equal('KMS provider "down-vault" is unavailable: health check failed (connection refused)');
         await down.close?.();
+    });
+
+    it('refuses malformed, refused and failing answers with clear errors', async () => {
+        const on = (method: string, prefix: string, answer: { status: number; body?: unknown }) => {
+            vault.override = (req) => (req.method === method && req.path.startsWith(prefix) ? answer : undefined);
+        };
+        const signing = (body: unknown) => on('POST', '/v1/transit/sign/', { status: 200, body });
+        signing({ data: { signature: 'not-a-vault-signature' } });
+        await expect(store.sign('issuer-1', Buffer.from('x'), 'ES256')).to.reject('KMS provider "vault" gave an invalid answer to sign with key "issuer-1": no vault:v<n>:<signature> value');
+        signing({ data: { signature: 'vault:v1:AAAA' } });
+        await expect(store.sign('issuer-1', Buffer.from('x'), 'ES256')).to.reject(/signature has 3 bytes, expected 64/);
+        signing('a JSON string');
+        await expect(store.sign('issuer-1', Buffer.from('x'), 'ES256')).to.reject(/the body is not a JSON object/);
+        on('GET', '/v1/transit/keys/', { status: 200, body: { data: { type: 'ecdsa-p256', latest_version: 2, keys: { 1: {} } } } });
+        await expect(store.publicJwk('issuer-1')).to.reject(/no public key for the latest version/);
+        on('GET', '/v1/transit/keys/', { status: 200, body: { data: { type: 'ecdsa-p256', latest_version: 1, keys: { 1: { public_key: 'not a PEM' } } } } });
+        await expect(store.publicJwk('issuer-1')).to.reject(/public key is not a valid SPKI key/);
+        on('POST', '/v1/transit/keys/', { status: 400, body: { errors: ['invalid request'] } });
+        await expect(store.create('k', 'ES256')).to.reject('KMS provider "vault" refused create of key "k" (HTTP 400, invalid request)');
+        on('POST', '/v1/transit/keys/', { status: 500, body: { errors: ['internal error\nwith a stack'] } });
+        const failed = await expect(store.create('k', 'ES256')).to.reject(KmsUnavailableError);
+        expect(failed.message).to.equal('KMS provider "vault" is unavailable: create of key "k" failed (HTTP 500)');
+        on('GET', '/v1/sys/health', { status: 501, body: { initialized: false, sealed: true } });
+        await expect(store.health()).to.reject('KMS provider "vault" is unavailable: health check failed (Vault is not initialized)');
+        on('GET', '/v1/sys/health', { status: 502 });
+        await expect(store.health()).to.reject('KMS provider "vault" is unavailable: health check failed (HTTP 502)');
+        on('GET', '/v1/sys/health', { status: 429, body: { initialized: true, sealed: false, standby: true } });
+        await store.health();
     });
 
     it('validates its options strictly and names the token as the secret', () => {

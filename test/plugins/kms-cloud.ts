@@ -2,7 +2,7 @@ import Crypto from 'node:crypto';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import Pino from 'pino';
-import { ecdsaDerToRaw } from '../../lib/kms/jwk';
+import { ecdsaDerToRaw, ecP256JwkFromSpki } from '../../lib/kms/jwk';
 import { KmsUnavailableError, type KeyStore, type KmsOpenContext, type PublicJwk } from '../../lib/kms/types';
 import { cloudKmsProvider, type CloudKmsOptions } from '../../plugins/kms-cloud/provider';
 import { AwsKmsServer } from '../fixtures/aws-kms-server';
@@ -214,6 +214,11 @@ describe('cloud-kms provider against the AWS KMS test server', () => {
             expect(Crypto.verify('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' }, ecdsaDerToRaw(der))).to.be.true();
         }
         expect(() => ecdsaDerToRaw(Buffer.alloc(64, 1))).to.throw('signature is not a DER ECDSA signature');
+        const spki = (key: Crypto.KeyObject) => Crypto.createPublicKey(key).export({ format: 'der', type: 'spki' });
+        expect(() => ecP256JwkFromSpki(spki(Crypto.generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey))).to.throw('public key is not an EC P-256 key');
+        expect(() => ecP256JwkFromSpki(spki(Crypto.generateKeyPairSync('ed25519').privateKey))).to.throw('public key is not an EC P-256 key');
+        expect(() => ecP256JwkFromSpki(Buffer.from('junk'))).to.throw('public key is not a valid SPKI key');
+        expect(ecP256JwkFromSpki(spki(privateKey))).to.include({ kty: 'EC', crv: 'P-256' });
         expect(() => ecdsaDerToRaw(Buffer.from('3006020101020101ff', 'hex'))).to.throw('signature is not a DER ECDSA signature');
         expect(() => ecdsaDerToRaw(Buffer.concat([Buffer.from('30260221', 'hex'), Buffer.alloc(33, 1), Buffer.from('020101', 'hex')]))).to.throw('signature is not a P-256 ECDSA signature');
     });

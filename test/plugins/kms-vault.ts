@@ -1,4 +1,7 @@
 import Crypto from 'node:crypto';
+import Fs from 'node:fs';
+import Os from 'node:os';
+import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import Pino from 'pino';
@@ -161,11 +164,16 @@ for (const dialect of DIALECTS) {
         let admin: string;
         const call = (method: string, url: string, payload?: object) => t.server.inject({ method, url, payload, headers: bearer(admin) });
 
+        let folder: string;
+
         before(async () => {
             vault = await VaultServer.start();
+            // The operator's global kms.json names the same Vault, its token a placeholder.
+            folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-kms-vault-'));
+            Fs.writeFileSync(Path.join(folder, 'kms.json'), JSON.stringify({ providers: [{ id: 'opvault', type: 'vault', vaultUrl: vault.origin, vaultToken: '${TEST_VAULT_TOKEN}' }] }));
             t = await startTestServer(dialect, {
                 manifest: manifestFor('hallmark-kms-vault', 'hallmark-kms-db', 'hallmark-oid4vci', 'hallmark-tenancy'),
-                env: { KMS_TIMEOUT_MS: '1000', OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' }
+                env: { KMS_TIMEOUT_MS: '1000', OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true', CONFIG_FOLDER: folder, TEST_VAULT_TOKEN: vault.token }
             });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
@@ -174,6 +182,16 @@ for (const dialect of DIALECTS) {
         after(async () => {
             await t.stop();
             await vault.stop().catch(() => undefined);
+            Fs.rmSync(folder, { recursive: true, force: true });
+        });
+
+        it('holds key chains on the operator\'s vault provider from kms.json', async () => {
+            const res = await call('POST', '/api/key-chain', { id: 'operator', usageType: 'access', kmsProvider: 'opvault' });
+            expect(res.statusCode, res.payload).to.equal(201);
+            expect([...vault.keys.keys()].some((name) => name.startsWith('kc-operator-'))).to.be.true();
+            const jws = await t.server.signing.jws('acme', 'operator', { payload: { by: 'file' } });
+            const [h, p, sig] = jws.split('.');
+            expect(verifies((res.result as any).publicJwk, Buffer.from(`${h}.${p}`), Buffer.from(sig!, 'base64url'))).to.be.true();
         });
 
         it('saves the provider after a health check, the token redacted', async () => {

@@ -172,12 +172,11 @@ export class CloudKeyStore implements KeyStore {
     /** AWS KMS answers an authenticated call: ListKeys of one key (refused permission to list still proves the credentials). */
     async health(): Promise<void> {
         try {
-            await this.send('health check', undefined, (options) => this.client.send(new this.sdk.ListKeysCommand({ Limit: 1 }), options));
+            await this.client.send(new this.sdk.ListKeysCommand({ Limit: 1 }), { abortSignal: AbortSignal.timeout(this.timeoutMs) });
         } catch (err) {
-            if ((err as Error).message.includes('(AccessDeniedException)')) {
-                return;
+            if ((err as SdkError).name !== 'AccessDeniedException') {
+                throw this.mapError('health check', undefined, err as SdkError & Error);
             }
-            throw err;
         }
     }
 

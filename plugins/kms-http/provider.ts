@@ -71,17 +71,13 @@ const absolutePath = () => Joi.string()
     .custom((value: string, helpers) => Path.isAbsolute(value) ? value : helpers.error('path.absolute'))
     .messages({ 'path.absolute': '{{#label}} must be an absolute path' });
 
-const httpUrl = httpUrlSchema;
-
-const baseUrlSchema = serviceUrlSchema();
-
 const authSchema = Joi.alternatives().conditional('.type', {
     switch: [
         {
             is: 'oauth2-client-credentials',
             then: Joi.object<HttpKmsOAuth2Auth, true>({
                 type: Joi.string().valid('oauth2-client-credentials').required(),
-                tokenUrl: httpUrl().required(),
+                tokenUrl: httpUrlSchema().required(),
                 clientId: Joi.string().required(),
                 clientSecret: Joi.string().required(),
                 scope: Joi.string()
@@ -113,7 +109,7 @@ const authSchema = Joi.alternatives().conditional('.type', {
 });
 
 export const httpKmsOptionsSchema = Joi.object<HttpKmsOptions, true>({
-    baseUrl: baseUrlSchema.required(),
+    baseUrl: serviceUrlSchema().required(),
     auth: authSchema,
     keysPath: Joi.string().pattern(/^(\/[^/?#\s]+)+$/).default(DEFAULT_KEYS_PATH)
         .messages({ 'string.pattern.base': '{{#label}} must start with a slash and have no trailing slash, query or fragment' }),

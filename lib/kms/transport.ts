@@ -9,6 +9,13 @@ import { guardAgent, OutboundBlockedError, outboundRequest, OutboundRequestError
  * and failures named without secrets.
  */
 
+/**
+ * The policy of a provider the operator configured (kms.json files): any scheme and network the URL names. Its
+ * connections still go through the guard, so each one goes to the address resolved once for it. A provider a tenant
+ * configured through the API gets the service's outbound policy instead (KmsOpenContext.outbound).
+ */
+export const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
+
 /** A KMS answer is a few hundred bytes; a cap keeps a misbehaving server from filling memory. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 

@@ -4,9 +4,9 @@ import { NotFoundError, ValidationError } from '../../lib/errors';
 import { ecdsaDerToRaw, ecP256JwkFromSpki } from '../../lib/kms/jwk';
 import { TokenSource } from '../../lib/kms/oauth2-token';
 import { httpUrlSchema, serviceUrlSchema } from '../../lib/kms/schemas';
-import { jsonBody, keptAliveEndpoint, kmsExchange, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
+import { jsonBody, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsOpenContext, type KmsProviderType, type PublicJwk } from '../../lib/kms/types';
-import type { OutboundPolicy, OutboundResponse } from '../../lib/outbound';
+import type { OutboundResponse } from '../../lib/outbound';
 
 /*
  * A remote signing service speaking the Cloud Signature Consortium API v2 (e.g. a qualified trust service provider):
@@ -66,8 +66,6 @@ export const cscKmsOptionsSchema = Joi.object<CscKmsOptions, true>({
     value.authorizeAuthData && (!value.useAuthorizeEndpoint || value.sad) ? helpers.error('csc.authData') : value)
     .messages({ 'csc.authData': '"authorizeAuthData" is sent only by credentials/authorize: it needs useAuthorizeEndpoint true and no sad' });
 
-/** The operator's kms.json is trusted: any scheme and network; connections still go through the guard. */
-const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
 
 interface CredentialInfo {
     publicJwk: PublicJwk;

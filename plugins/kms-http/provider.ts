@@ -3,7 +3,7 @@ import Path from 'node:path';
 import Tls from 'node:tls';
 import Joi from 'joi';
 import type { JWK } from 'jose';
-import type { OutboundPolicy, OutboundResponse } from '../../lib/outbound';
+import type { OutboundResponse } from '../../lib/outbound';
 import {
     KmsUnavailableError,
     type KeyAlgorithm,
@@ -15,7 +15,7 @@ import {
 import { httpUrlSchema, serviceUrlSchema } from '../../lib/kms/schemas';
 import { privateEcP256Jwk, toEcP256PublicJwk } from '../../lib/kms/jwk';
 import { TokenSource } from '../../lib/kms/oauth2-token';
-import { jsonBody, keptAliveEndpoint, kmsExchange, parseJsonObject, type Endpoint, type HttpKmsTransport, type TlsMaterial } from '../../lib/kms/transport';
+import { jsonBody, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport, type TlsMaterial } from '../../lib/kms/transport';
 
 export interface HttpKmsOAuth2Auth {
     type: 'oauth2-client-credentials';
@@ -59,13 +59,6 @@ export interface HttpKmsOptions {
 const AUTH_TYPES = ['oauth2-client-credentials', 'mtls', 'bearer', 'none'] as const;
 const DEFAULT_KEYS_PATH = '/keys';
 const DEFAULT_HEALTH_PATH = '/health';
-
-/**
- * The policy of a provider the operator configured (kms.json files): any scheme and network the URL names. Its
- * connections still go through the guard, so each one goes to the address resolved once for it.
- */
-const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
-/** A KMS answer is a few hundred bytes; a cap keeps a misbehaving server from filling memory. */
 
 const absolutePath = () => Joi.string()
     .custom((value: string, helpers) => Path.isAbsolute(value) ? value : helpers.error('path.absolute'))

@@ -2,9 +2,9 @@ import Joi from 'joi';
 import { NotFoundError, ValidationError } from '../../lib/errors';
 import { ecP256JwkFromSpki } from '../../lib/kms/jwk';
 import { serviceUrlSchema } from '../../lib/kms/schemas';
-import { jsonBody, keptAliveEndpoint, kmsExchange, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
+import { jsonBody, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsOpenContext, type KmsProviderType, type PublicJwk } from '../../lib/kms/types';
-import type { OutboundPolicy, OutboundResponse } from '../../lib/outbound';
+import type { OutboundResponse } from '../../lib/outbound';
 
 /*
  * HashiCorp Vault's Transit secrets engine over its HTTP API (v1): one ecdsa-p256 key per key, signatures in the JWS
@@ -23,8 +23,6 @@ export const vaultKmsOptionsSchema = Joi.object<VaultKmsOptions, true>({
     vaultToken: Joi.string().required()
 });
 
-/** The operator's kms.json is trusted: any scheme and network; connections still go through the guard. */
-const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
 const TRANSIT = '/v1/transit';
 const KEY_TYPE = 'ecdsa-p256';
 /** A Vault signature is `vault:v<key version>:<signature>`; with JWS marshaling the signature is base64url r || s. */

@@ -290,13 +290,16 @@ for (const dialect of DIALECTS) {
             expect(aws.keys.get(keyId)!.state).to.equal('Enabled');
         });
 
-        it('schedules the deletion of a generated key when its key chain is deleted', async () => {
+        it('rotates to a new AWS key, and schedules the deletion of both when the key chain is deleted', async () => {
             expect((await call('POST', '/api/key-chain', { id: 'temp', usageType: 'access', kmsProvider: 'aws' })).statusCode).to.equal(201);
-            const alias = [...aws.aliases.keys()].find((a) => a.startsWith('alias/hallmark/kc-temp-'))!;
-            const keyId = aws.aliases.get(alias)!;
+            const rotated = await call('POST', '/api/key-chain/temp/rotate');
+            expect(rotated.statusCode, rotated.payload).to.be.within(200, 201);
+            const aliases = [...aws.aliases.keys()].filter((a) => a.startsWith('alias/hallmark/kc-temp-'));
+            expect(aliases).to.have.length(2);
+            const keyIds = aliases.map((a) => aws.aliases.get(a)!);
             expect((await call('DELETE', '/api/key-chain/temp')).statusCode).to.equal(204);
-            expect(aws.keys.get(keyId)!.state).to.equal('PendingDeletion');
-            expect(aws.aliases.has(alias)).to.be.false();
+            expect(keyIds.map((id) => aws.keys.get(id)!.state)).to.equal(['PendingDeletion', 'PendingDeletion']);
+            expect(aliases.some((a) => aws.aliases.has(a))).to.be.false();
         });
 
         it('answers 503 naming the provider when AWS KMS is slow or down, within KMS_TIMEOUT_MS', async () => {

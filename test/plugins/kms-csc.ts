@@ -274,6 +274,20 @@ for (const dialect of DIALECTS) {
             expect(csc.credentials.has('seal-1')).to.be.true();
         });
 
+        it('exports the provider\'s secrets as placeholders and the key chain as a reference to the credential', async () => {
+            expect((await call('POST', '/api/key-chain', { id: 'exported', usageType: 'access', keySource: reference('seal-1', publicOf(seal), seal.pem) })).statusCode).to.equal(201);
+            const exported = await t.server.registry.export({ tenantId: 'acme', clientId: 'system:test', roles: [] });
+            const text = JSON.stringify(exported);
+            expect(text).to.not.contain(SECRET);
+            expect(text).to.not.contain('unused-static-sad');
+            const kms = exported.documents.find((d) => d.kind === 'KmsConfig')!.document.spec as any;
+            expect(kms.providers[0].clientSecret).to.match(/^\$\{[A-Z0-9_]+\}$/);
+            expect(kms.providers[0].sad).to.match(/^\$\{[A-Z0-9_]+\}$/);
+            expect(exported.requirements.filter((r) => r.code === 'SECRET_REQUIRED').map((r) => r.path).sort()).to.equal(['providers.0.clientSecret', 'providers.0.sad']);
+            const chain = exported.documents.find((d) => d.kind === 'KeyChain' && d.id === 'exported')!.document.spec as any;
+            expect(chain.keySource).to.equal({ type: 'external-reference', provider: 'qtsp', externalKeyId: 'seal-1', publicJwk: publicOf(seal) });
+        });
+
         it('answers 503 naming the provider when the signing service is slow or down, within KMS_TIMEOUT_MS', async () => {
             expect((await call('POST', '/api/key-chain', { id: 'seal2', usageType: 'access', type: 'standalone', keySource: reference('seal-1', publicOf(seal), seal.pem) })).statusCode).to.equal(201);
             csc.delayMs = 5000;

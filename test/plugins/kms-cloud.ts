@@ -302,7 +302,14 @@ for (const dialect of DIALECTS) {
             expect(aliases.some((a) => aws.aliases.has(a))).to.be.false();
         });
 
-        it('answers 503 naming the provider when AWS KMS is slow or down, within KMS_TIMEOUT_MS', async () => {
+        it('answers 503 naming the provider when AWS KMS refuses the credentials, is slow or down, within KMS_TIMEOUT_MS', async () => {
+            // The access key is deactivated in AWS after the configuration was saved.
+            aws.credentials.delete(ACCESS_KEY_ID);
+            const refused = await call('POST', '/api/key-chain', { id: 'refused', usageType: 'access', kmsProvider: 'aws' });
+            expect(refused.statusCode).to.equal(503);
+            expect((refused.result as any).message).to.contain('AWS KMS refused the credentials');
+            expect(refused.payload).to.not.contain(SECRET);
+            aws.credentials.set(ACCESS_KEY_ID, SECRET);
             aws.delayMs = 5000;
             const started = Date.now();
             const slow = await call('POST', '/api/key-chain', { id: 'slow', usageType: 'access', kmsProvider: 'aws' });

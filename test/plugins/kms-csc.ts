@@ -288,8 +288,16 @@ for (const dialect of DIALECTS) {
             expect(chain.keySource).to.equal({ type: 'external-reference', provider: 'qtsp', externalKeyId: 'seal-1', publicJwk: publicOf(seal) });
         });
 
-        it('answers 503 naming the provider when the signing service is slow or down, within KMS_TIMEOUT_MS', async () => {
+        it('answers 503 naming the provider when the signing service refuses the client, is slow or down, within KMS_TIMEOUT_MS', async () => {
             expect((await call('POST', '/api/key-chain', { id: 'seal2', usageType: 'access', type: 'standalone', keySource: reference('seal-1', publicOf(seal), seal.pem) })).statusCode).to.equal(201);
+            // The trust service revokes the client after the configuration was saved.
+            csc.clientSecret = 'a-new-client-secret';
+            csc.revokeTokens();
+            const refused = await call('POST', '/api/key-chain', { id: 'refused', usageType: 'access', keySource: reference('seal-1', publicOf(seal), seal.pem) });
+            expect(refused.statusCode).to.equal(503);
+            expect((refused.result as any).message).to.contain('the token endpoint refused the client credentials');
+            expect(refused.payload).to.not.contain(SECRET);
+            csc.clientSecret = SECRET;
             csc.delayMs = 5000;
             const started = Date.now();
             await expect(t.server.signing.jws('acme', 'seal2', { payload: {} })).to.reject(/KMS provider qtsp did not answer sign within 1000 ms/);

@@ -261,7 +261,16 @@ for (const dialect of DIALECTS) {
             expect([...vault.keys.keys()].filter((name) => name.startsWith('kc-temp-'))).to.equal([]);
         });
 
-        it('answers 503 naming the provider when Vault is sealed, slow or down, within KMS_TIMEOUT_MS', async () => {
+        it('answers 503 naming the provider when Vault refuses the token, is sealed, slow or down, within KMS_TIMEOUT_MS', async () => {
+            // The token is revoked in Vault after the configuration was saved.
+            const token = vault.token;
+            vault.token = 'hvs.another-token';
+            const revoked = await call('POST', '/api/key-chain', { id: 'revoked', usageType: 'access', kmsProvider: 'vault' });
+            expect(revoked.statusCode).to.equal(503);
+            expect((revoked.result as any).message).to.contain('KMS provider vault is unavailable');
+            expect((revoked.result as any).message).to.contain('Vault refused the token');
+            expect(revoked.payload).to.not.contain(token);
+            vault.token = token;
             vault.sealed = true;
             const sealed = await call('POST', '/api/key-chain', { id: 'sealed', usageType: 'access', kmsProvider: 'vault' });
             expect(sealed.statusCode).to.equal(503);

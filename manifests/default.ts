@@ -8,6 +8,9 @@ import * as kms from '../plugins/kms';
 import * as kmsDb from '../plugins/kms-db';
 import * as kmsHttp from '../plugins/kms-http';
 import * as kmsPkcs11 from '../plugins/kms-pkcs11';
+import * as kmsVault from '../plugins/kms-vault';
+import * as kmsCloud from '../plugins/kms-cloud';
+import * as kmsCsc from '../plugins/kms-csc';
 import type { KmsOptions } from '../plugins/kms/options';
 import * as oauth2 from '../plugins/oauth2';
 import type { OAuth2Options } from '../plugins/oauth2/options';
@@ -65,6 +68,9 @@ export const manifest = (config: Config): Manifest => {
             { plugin: kmsDb.plugin },
             { plugin: kmsHttp.plugin },
             { plugin: kmsPkcs11.plugin },
+            { plugin: kmsVault.plugin },
+            { plugin: kmsCloud.plugin },
+            { plugin: kmsCsc.plugin },
             {
                 plugin: sessions.plugin,
                 options: {

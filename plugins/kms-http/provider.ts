@@ -3,7 +3,7 @@ import Path from 'node:path';
 import Tls from 'node:tls';
 import Joi from 'joi';
 import type { JWK } from 'jose';
-import { OutboundBlockedError, type OutboundPolicy, type OutboundResponse } from '../../lib/outbound';
+import type { OutboundResponse } from '../../lib/outbound';
 import {
     KmsUnavailableError,
     type KeyAlgorithm,
@@ -12,9 +12,10 @@ import {
     type KmsProviderType,
     type PublicJwk
 } from '../../lib/kms/types';
-import { privateEcP256Jwk, toEcP256PublicJwk } from './jwk';
-import { TokenSource } from './oauth2-token';
-import { exchange, keptAliveEndpoint, parseJsonObject, TransportError, type Endpoint, type HttpKmsTransport, type TlsMaterial } from './transport';
+import { httpUrlSchema, serviceUrlSchema } from '../../lib/kms/schemas';
+import { privateEcP256Jwk, toEcP256PublicJwk } from '../../lib/kms/jwk';
+import { TokenSource } from '../../lib/kms/oauth2-token';
+import { jsonBody, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport, type TlsMaterial } from '../../lib/kms/transport';
 
 export interface HttpKmsOAuth2Auth {
     type: 'oauth2-client-credentials';
@@ -59,39 +60,9 @@ const AUTH_TYPES = ['oauth2-client-credentials', 'mtls', 'bearer', 'none'] as co
 const DEFAULT_KEYS_PATH = '/keys';
 const DEFAULT_HEALTH_PATH = '/health';
 
-/**
- * The policy of a provider the operator configured (kms.json files): any scheme and network the URL names. Its
- * connections still go through the guard, so each one goes to the address resolved once for it.
- */
-const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
-/** A KMS answer is a few hundred bytes; a cap keeps a misbehaving server from filling memory. */
-
 const absolutePath = () => Joi.string()
     .custom((value: string, helpers) => Path.isAbsolute(value) ? value : helpers.error('path.absolute'))
     .messages({ 'path.absolute': '{{#label}} must be an absolute path' });
-
-const httpUrl = () => Joi.string().uri({ scheme: ['http', 'https'] });
-
-const baseUrlSchema = httpUrl()
-    .custom((value: string, helpers) => {
-        if (value.endsWith('/')) {
-            return helpers.error('baseUrl.trailingSlash');
-        }
-        const url = new URL(value);
-        if (url.search || url.hash || value.includes('?') || value.includes('#')) {
-            return helpers.error('baseUrl.query');
-        }
-        // Credentials in the URL would escape secretPaths redaction and end up in answers and exports.
-        if (url.username || url.password) {
-            return helpers.error('baseUrl.credentials');
-        }
-        return value;
-    })
-    .messages({
-        'baseUrl.trailingSlash': '{{#label}} must not end with a slash (paths are appended to it)',
-        'baseUrl.query': '{{#label}} must not have a query or fragment',
-        'baseUrl.credentials': '{{#label}} must not contain credentials; use auth'
-    });
 
 const authSchema = Joi.alternatives().conditional('.type', {
     switch: [
@@ -99,7 +70,7 @@ const authSchema = Joi.alternatives().conditional('.type', {
             is: 'oauth2-client-credentials',
             then: Joi.object<HttpKmsOAuth2Auth, true>({
                 type: Joi.string().valid('oauth2-client-credentials').required(),
-                tokenUrl: httpUrl().required(),
+                tokenUrl: httpUrlSchema().required(),
                 clientId: Joi.string().required(),
                 clientSecret: Joi.string().required(),
                 scope: Joi.string()
@@ -131,7 +102,7 @@ const authSchema = Joi.alternatives().conditional('.type', {
 });
 
 export const httpKmsOptionsSchema = Joi.object<HttpKmsOptions, true>({
-    baseUrl: baseUrlSchema.required(),
+    baseUrl: serviceUrlSchema().required(),
     auth: authSchema,
     keysPath: Joi.string().pattern(/^(\/[^/?#\s]+)+$/).default(DEFAULT_KEYS_PATH)
         .messages({ 'string.pattern.base': '{{#label}} must start with a slash and have no trailing slash, query or fragment' }),
@@ -276,26 +247,14 @@ export class HttpKeyStore implements KeyStore {
 
     /** Sends one request with auth; availability failures become KmsUnavailableError, a refused token one refetch. */
     private async call(op: string, method: 'GET' | 'POST' | 'DELETE', path: string, payload?: unknown): Promise<OutboundResponse> {
-        const body = payload === undefined ? undefined : { contentType: 'application/json', data: Buffer.from(JSON.stringify(payload)) };
+        const body = payload === undefined ? undefined : jsonBody(payload);
         for (let attempt = 0; ; attempt++) {
             const headers: Record<string, string> = { accept: 'application/json', ...this.staticHeaders };
             const token = this.tokens ? await this.tokens.get() : undefined;
             if (token) {
                 headers.authorization = `Bearer ${token}`;
             }
-            let res: OutboundResponse;
-            try {
-                res = await exchange(this.endpoint, method, `${this.basePath}${path}`, headers, body, this.timeoutMs);
-            } catch (err) {
-                if (err instanceof TransportError) {
-                    throw new KmsUnavailableError(`${this.label} is unavailable: ${op} failed (${err.message})`);
-                }
-                // Unusable while the policy forbids the address it resolves to (it may resolve elsewhere later).
-                if (err instanceof OutboundBlockedError) {
-                    throw new KmsUnavailableError(`${this.label} is unavailable: ${op} refused by the outbound policy (${err.message})`);
-                }
-                throw this.invalid(op, (err as Error).message);
-            }
+            const res = await kmsExchange(this.endpoint, this.label, op, method, `${this.basePath}${path}`, headers, body, this.timeoutMs);
             if (res.status === 401 && token && attempt === 0) {
                 this.tokens!.invalidate(token);
                 continue;

@@ -13,7 +13,11 @@ export const checkTenantKmsConfig = async (config: KmsConfig, outbound: Outbound
         if (provider.type === 'pkcs11' || auth?.type === 'mtls') {
             throw new ForbiddenError(`Provider ${provider.id}: ${provider.type === 'pkcs11' ? 'pkcs11 providers' : 'mTLS key files'} are configured by the operator in kms.json, not through the API`);
         }
-        for (const [field, url] of [['baseUrl', provider.baseUrl], ['auth.tokenUrl', auth?.tokenUrl]] as const) {
+        // Without its own credentials a cloud-kms provider signs with the service's AWS identity (environment, role).
+        if (provider.type === 'cloud-kms' && !provider.secretAccessKey) {
+            throw new ForbiddenError(`Provider ${provider.id}: a cloud-kms provider without accessKeyId and secretAccessKey uses the service's own AWS credentials and is configured by the operator in kms.json, not through the API`);
+        }
+        for (const [field, url] of [['baseUrl', provider.baseUrl], ['auth.tokenUrl', auth?.tokenUrl], ['vaultUrl', provider.vaultUrl], ['tokenUrl', provider.tokenUrl]] as const) {
             if (typeof url !== 'string') {
                 continue;
             }

@@ -1,17 +1,25 @@
 import Http from 'node:http';
 import Https from 'node:https';
-import { guardAgent, outboundRequest, OutboundRequestError, type OutboundPolicy, type OutboundRequest, type OutboundResponse, type Resolver } from '../../lib/outbound';
+import { KmsUnavailableError } from './types';
+import { guardAgent, OutboundBlockedError, outboundRequest, OutboundRequestError, type OutboundPolicy, type OutboundRequest, type OutboundResponse, type Resolver } from '../outbound';
 
 /*
- * How the http KMS provider talks HTTP: through the shared outbound client, over kept-alive connections (with the
+ * How KMS providers that speak HTTP (http, vault, csc) talk: through the shared outbound client, over kept-alive connections (with the
  * mTLS client certificate) that each go through the outbound guard, with one deadline per exchange, a capped answer,
  * and failures named without secrets.
  */
 
+/**
+ * The policy of a provider the operator configured (kms.json files): any scheme and network the URL names. Its
+ * connections still go through the guard, so each one goes to the address resolved once for it. A provider a tenant
+ * configured through the API gets the service's outbound policy instead (KmsOpenContext.outbound).
+ */
+export const OPERATOR_POLICY: OutboundPolicy = { allowHttp: true, allowPrivateNetwork: true, allowedHosts: [] };
+
 /** A KMS answer is a few hundred bytes; a cap keeps a misbehaving server from filling memory. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
-interface RequestBody {
+export interface RequestBody {
     contentType: string;
     data: Buffer;
 }
@@ -111,3 +119,27 @@ export const parseJsonObject = (body: Buffer): Record<string, unknown> | undefin
         return undefined;
     }
 };
+
+/**
+ * `exchange` as a KMS operation named `op` of the provider `label`: an unreachable or slow KMS, or an address the
+ * outbound policy refuses, becomes the KmsUnavailableError (503 naming the provider); an answer that cannot be read
+ * an Error naming the provider. Status codes are left to the caller.
+ */
+export const kmsExchange = async (endpoint: Endpoint, label: string, op: string, method: NonNullable<OutboundRequest['method']>, path: string,
+    headers: Record<string, string>, body: RequestBody | undefined, timeoutMs: number): Promise<OutboundResponse> => {
+    try {
+        return await exchange(endpoint, method, path, headers, body, timeoutMs);
+    } catch (err) {
+        if (err instanceof TransportError) {
+            throw new KmsUnavailableError(`${label} is unavailable: ${op} failed (${err.message})`);
+        }
+        // Unusable while the policy forbids the address it resolves to (it may resolve elsewhere later).
+        if (err instanceof OutboundBlockedError) {
+            throw new KmsUnavailableError(`${label} is unavailable: ${op} refused by the outbound policy (${err.message})`);
+        }
+        throw new Error(`${label} gave an invalid answer to ${op}: ${(err as Error).message}`);
+    }
+};
+
+/** A JSON request body for exchange. */
+export const jsonBody = (payload: unknown): RequestBody => ({ contentType: 'application/json', data: Buffer.from(JSON.stringify(payload)) });

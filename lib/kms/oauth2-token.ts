@@ -1,10 +1,19 @@
-import type { Logger } from '../../lib/logging';
-import { KmsUnavailableError } from '../../lib/kms/types';
-import { OutboundBlockedError, type OutboundPolicy, type OutboundResponse, type Resolver } from '../../lib/outbound';
-import type { HttpKmsOAuth2Auth } from './provider';
+import type { Logger } from '../logging';
+import { KmsUnavailableError } from './types';
+import { OutboundBlockedError, type OutboundPolicy, type OutboundResponse, type Resolver } from '../outbound';
+
 import { exchange, parseJsonObject, pathOf, singleUseEndpoint, TransportError, type Endpoint } from './transport';
 
-/* The access token of the http KMS provider's oauth2-client-credentials auth (RFC 6749 4.4). */
+/* The access token of a KMS provider that authenticates with OAuth2 client credentials (RFC 6749 4.4): the http
+ * provider's oauth2-client-credentials auth and the csc provider. */
+
+/** Where and how a provider gets its access token. */
+export interface ClientCredentials {
+    tokenUrl: string;
+    clientId: string;
+    clientSecret: string;
+    scope?: string;
+}
 
 /** Used when a token response has no expires_in: short enough that a silently revoked token does not linger. */
 const DEFAULT_TOKEN_LIFETIME_S = 300;
@@ -18,7 +27,7 @@ export class TokenSource {
     private pending: Promise<string> | undefined;
     private readonly endpoint: Endpoint;
 
-    constructor(private readonly auth: HttpKmsOAuth2Auth, private readonly label: string, private readonly timeoutMs: number,
+    constructor(private readonly auth: ClientCredentials, private readonly label: string, private readonly timeoutMs: number,
         private readonly log: Logger, policy: OutboundPolicy, resolver?: Resolver) {
         this.endpoint = singleUseEndpoint(new URL(auth.tokenUrl), policy, resolver);
     }

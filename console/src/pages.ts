@@ -22,9 +22,13 @@ const errorText = (err: unknown) => err instanceof Error ? err.message : String(
 
 /** Runs an action, showing its outcome in `status`; answers whether it succeeded. */
 const act = async (status: HTMLElement, action: () => Promise<string | void>): Promise<boolean> => {
+    replace(status);
     try {
         const message = await action();
-        replace(status, message ? notice('ok', message) : '');
+        // An action that drew its own outcome into `status` (a secret shown once) answers nothing.
+        if (message) {
+            replace(status, notice('ok', message));
+        }
         return true;
     }
     catch (err) {

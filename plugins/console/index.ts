@@ -4,6 +4,7 @@ import type Hapi from '@hapi/hapi';
 import Inert from '@hapi/inert';
 import Joi from 'joi';
 import { pluginOptions } from '../../lib/compose';
+import { NotFoundError } from '../../lib/errors';
 import { projectRoot } from '../../lib/package-info';
 
 export interface ConsoleOptions {
@@ -74,7 +75,8 @@ export const plugin: Hapi.Plugin<ConsoleOptions> = {
             onPreResponse: {
                 method: (request: Hapi.Request, h: Hapi.ResponseToolkit) => {
                     const { response } = request;
-                    if (!('isBoom' in response && response.isBoom)) {
+                    // Only a found file: a 404 must not be kept, the file may come with the next deployment.
+                    if (!('isBoom' in response && response.isBoom) && [200, 304].includes((response as Hapi.ResponseObject).statusCode)) {
                         (response as Hapi.ResponseObject).header('cache-control', IMMUTABLE);
                     }
                     return secure(request, h);
@@ -110,6 +112,15 @@ export const plugin: Hapi.Plugin<ConsoleOptions> = {
                     auth: issuer ? { mode: 'external', issuer } : { mode: 'integrated', tokenEndpoint: '/api/oauth2/token' },
                     kinds: request.server.registry.ordered().map((k) => ({ kind: k.kind, file: k.file, version: k.version }))
                 }).header('cache-control', 'no-cache')
+            },
+            {
+                method: 'GET',
+                path: '/console/{path*}',
+                // Anything else under /console is a 404 carrying the console's headers too (the pages live in the hash).
+                options: { auth: false, ext, description: 'Unknown console path' },
+                handler: () => {
+                    throw new NotFoundError();
+                }
             },
             {
                 method: 'GET',

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
@@ -8,7 +7,7 @@ import jsQR from 'jsqr';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { PNG } from 'pngjs';
 import { projectRoot } from '../../lib/package-info';
-import { manifest as defaultManifest } from '../../manifests/default';
+import { buildConsole, withConsoleOptions } from '../helpers/console';
 import { DIALECTS } from '../helpers/databases';
 import { freePort } from '../helpers/net';
 import { ROOT_CLIENT, startTestServer, type TestServer } from '../helpers/server';
@@ -29,15 +28,8 @@ const { describe, it, before, after, afterEach } = lab;
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = Path.join(projectRoot, 'tmp', 'console-screenshots');
 
-/** The console's assets, built once per run into a folder of the test's own (so dist/ of a developer is untouched). */
-let built: string | undefined;
-const buildConsole = (): string => {
-    if (!built) {
-        built = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-console-'));
-        execFileSync(process.execPath, [Path.join(projectRoot, 'console', 'build.mjs'), built], { stdio: 'pipe' });
-    }
-    return built;
-};
+/** axe-core, evaluated in the page through the DevTools protocol (the page's CSP allows no injected script tag). */
+const AXE = Fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 const ISSUER_KEY_CHAIN = JSON.parse(Fs.readFileSync(Path.join(projectRoot, 'examples', 'config', 'demo', 'key-chains', 'issuer.json'), 'utf8')).spec;
 
@@ -64,11 +56,7 @@ for (const dialect of DIALECTS) {
             t = await startTestServer(dialect, {
                 listen: true,
                 env: { PORT: String(port), PUBLIC_URL: origin },
-                manifest: (config) => {
-                    const base = defaultManifest(config);
-                    // The default manifest's console, with the assets this test built.
-                    return { ...base, plugins: base.plugins.map((e) => (e as { plugin: { name: string } }).plugin.name === 'hallmark-console' ? { ...e, options: { assets } } : e) };
-                }
+                manifest: withConsoleOptions({ assets })
             });
             profile = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-chromium-'));
             context = await chromium.launchPersistentContext(profile, {
@@ -98,7 +86,21 @@ for (const dialect of DIALECTS) {
             await page?.screenshot({ path: Path.join(SHOTS, `${dialect}-step-${++step}.png`), fullPage: true }).catch(() => undefined);
         });
 
-        const shot = (name: string) => page.screenshot({ path: Path.join(SHOTS, `${dialect}-${name}.png`), fullPage: true });
+        /** No serious or critical axe-core violation (WCAG 2.x A and AA rules: labels, contrast, names, landmarks). */
+        const accessible = async (name: string) => {
+            if (!await page.evaluate(() => 'axe' in globalThis)) {
+                await page.evaluate(AXE);
+            }
+            const result = await page.evaluate(() => (globalThis as any).axe.run({ runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })) as { violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }> };
+            const serious = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+            expect(serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`), `accessibility of ${name}`).to.equal([]);
+        };
+
+        /** A screenshot of the page (a test artifact) and its accessibility check. */
+        const shot = async (name: string) => {
+            await page.screenshot({ path: Path.join(SHOTS, `${dialect}-${name}.png`), fullPage: true });
+            await accessible(name);
+        };
 
         const signIn = async (clientId: string, secret: string) => {
             await page.goto(`${origin}/console`);
@@ -218,6 +220,28 @@ for (const dialect of DIALECTS) {
             await shot('audit');
         });
 
+        // The pages do not depend on the database: walked once, on the first dialect of the run.
+        it('shows every page of a tenant administrator accessibly', { skip: dialect !== DIALECTS[0] }, async () => {
+            const nav = page.getByRole('navigation', { name: 'Pages' });
+            const labels = await nav.getByRole('link').allTextContents();
+            expect(labels.length).to.be.at.least(12);
+            for (const label of labels) {
+                await nav.getByRole('link', { name: label, exact: true }).click();
+                await page.getByRole('heading', { level: 1 }).filter({ hasNotText: 'Loading' }).first().waitFor();
+                await page.locator('main p', { hasText: 'Loading…' }).waitFor({ state: 'detached' });
+                expect(await page.locator('main .notice.error').count(), label).to.equal(0);
+                await shot(`page-${label.toLowerCase().replace(/[^a-z]+/g, '-')}`);
+            }
+            await page.getByRole('link', { name: 'Key chains' }).click();
+            await page.getByRole('link', { name: 'issuer', exact: true }).click();
+            await page.getByText('CN=Hallmark Demo Issuer (development only)').first().waitFor();
+            await shot('key-chain');
+            await page.getByRole('button', { name: 'Sign out' }).click();
+            await page.getByRole('button', { name: 'Sign in' }).waitFor();
+            await shot('sign-in');
+            await signIn('acme-admin', adminSecret);
+        });
+
         it('hides pages a token\'s roles do not allow', async () => {
             await page.getByRole('link', { name: 'Tenants and clients' }).click();
             await page.getByLabel('Client id').fill('acme-offers');
@@ -232,9 +256,9 @@ for (const dialect of DIALECTS) {
             }
             // Going to a hidden page by its address lands on an allowed one.
             await page.evaluate(() => {
-                location.hash = '#/bundles';
+                (globalThis as any).location.hash = '#/bundles';
             });
-            await page.waitForFunction(() => location.hash === '#/offers');
+            await page.waitForFunction(() => (globalThis as any).location.hash === '#/offers');
             await page.getByRole('heading', { name: 'Offers' }).waitFor();
         });
 

@@ -21,9 +21,15 @@ else
 fi
 log "installing chromium from Debian (apt-get update, then apt-get install -y chromium)"
 export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" apt-get update -qq >&2
+# apt's progress is kept in a log shown only when the install fails.
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 # chromium-driver is not needed by playwright-core (it speaks the DevTools protocol) but keeps the pair consistent
-# for anyone who drives the same browser with WebDriver.
-"${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-dejavu-core >&2
+# for anyone who drives the same browser with WebDriver; fonts-dejavu-core gives the pages a font to render with.
+if ! { "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-dejavu-core; } >"$out" 2>&1; then
+    cat "$out" >&2
+    log "apt-get failed"
+    exit 1
+fi
 [ -x /usr/bin/chromium ] || { log "apt-get finished but /usr/bin/chromium is missing"; exit 1; }
 log "chromium installed: $(/usr/bin/chromium --version 2>/dev/null || echo unknown version)"

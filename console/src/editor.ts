@@ -74,7 +74,15 @@ export const editor = (options: { title: string; schema: Schema; root: Schema; s
             const node = form.find(d.path ? d.path.split('.') : []);
             byNode.set(node, [...byNode.get(node) ?? [], d.message]);
         }
-        byNode.forEach((messages, node) => node.showError(messages.join('; ')));
+        byNode.forEach((messages, node) => {
+            node.showError(messages.join('; '));
+            // A folded group holding the field opens, so the message is seen.
+            for (let at: HTMLElement | null = node.el; at; at = at.parentElement) {
+                if (at instanceof HTMLDetailsElement) {
+                    at.open = true;
+                }
+            }
+        });
         replace(errorList, h('ul', { class: 'errors' }, details.map((d) => h('li', {}, h('code', {}, d.path || '(document)'), ': ', d.message))));
         if (mode === 'form') {
             form.el.querySelector<HTMLElement>('[aria-invalid="true"]')?.focus();

@@ -416,17 +416,24 @@ const readCertificate = (pem: string) => {
 const TERMINAL = ['completed', 'failed', 'expired'];
 
 /** A live status badge: follows the session's event stream until a terminal status or until the page is left. */
-const liveStatus = (ctx: PageContext, id: string, initial = '…', onChange?: (status: string) => void): HTMLElement => {
+const liveStatus = (signal: AbortSignal, id: string, initial = '…', onChange?: (status: string) => void): HTMLElement => {
     const badge = h('span', { class: `badge ${initial}`, 'data-session': id, 'aria-live': 'polite' }, initial);
     if (!TERMINAL.includes(initial)) {
         void events(`/api/session/${encodeURIComponent(id)}/events`, (event: { status: string }) => {
             badge.textContent = event.status;
             badge.className = `badge ${event.status}`;
             onChange?.(event.status);
-        }, ctx.signal).catch(() => undefined);
+        }, signal).catch(() => undefined);
     }
     return badge;
 };
+
+/**
+ * Event streams a list keeps open at once: each holds one of the browser's six HTTP/1.1 connections to the service,
+ * and the API calls need the others. Sessions beyond these are refreshed by reloading the list.
+ */
+const MAX_LIST_STREAMS = 3;
+const LIST_REFRESH_MS = 5000;
 
 export const offersPage = async (ctx: PageContext): Promise<void> => {
     const parts: HTMLElement[] = [h('h1', {}, 'Offers')];
@@ -436,11 +443,12 @@ export const offersPage = async (ctx: PageContext): Promise<void> => {
             h('div', { class: 'offer' },
                 qrCode(link, `QR code of the ${title.toLowerCase()} link`),
                 h('div', {},
-                    h('p', {}, 'Session ', h('a', { href: `#/sessions/${encodeURIComponent(session)}` }, h('code', {}, session)), ': ', liveStatus(ctx, session, 'active')),
+                    h('p', {}, 'Session ', h('a', { href: `#/sessions/${encodeURIComponent(session)}` }, h('code', {}, session)), ': ', liveStatus(ctx.signal, session, 'active')),
                     extra ? h('p', {}, extra) : null,
                     h('label', { for: 'offer-link' }, 'Link'),
                     h('textarea', { id: 'offer-link', class: 'code', rows: 3, readonly: true }, link),
                     copyButton(link, 'Copy link')))));
+        result.scrollIntoView({ block: 'start' });
     };
     if (can(ctx, 'issuance:offer')) {
         const configs = await call<{ items: any[] }>('GET', '/api/issuer/credentials', { query: { pageSize: 100 } }).catch(() => ({ items: [] as any[] }));
@@ -492,8 +500,8 @@ export const offersPage = async (ctx: PageContext): Promise<void> => {
             });
         } }, field('Presentation configuration', requestId), h('button', { type: 'submit' }, 'Create presentation request'), status)));
     }
-    parts.push(result);
-    replace(ctx.main, ...parts);
+    // The offer goes first: its QR code is what the page is for once it is made.
+    replace(ctx.main, parts[0]!, result, ...parts.slice(1));
 };
 
 // ----------------------------------------------------------------------------------------------------------- sessions
@@ -525,7 +533,17 @@ export const sessionsPage = async (ctx: PageContext, id?: string): Promise<void>
     const results = h('div', { 'aria-live': 'polite' });
     const iso = (local: string) => local ? new Date(local).toISOString() : undefined;
     let page = 1;
+    let streams: AbortController | undefined;
+    let refresh: ReturnType<typeof setTimeout> | undefined;
+    ctx.signal.addEventListener('abort', () => clearTimeout(refresh));
     const load = async () => {
+        streams?.abort();
+        clearTimeout(refresh);
+        if (ctx.signal.aborted) {
+            return;
+        }
+        streams = new AbortController();
+        ctx.signal.addEventListener('abort', () => streams?.abort(), { once: true });
         filters.q = q.el.value;
         inputs.forEach((i) => {
             filters[i.name] = i.el.value;
@@ -539,8 +557,15 @@ export const sessionsPage = async (ctx: PageContext, id?: string): Promise<void>
         }
         try {
             const list = await call<{ items: any[]; total: number; totalPages: number }>('GET', '/api/session', { query });
+            const open = list.items.filter((s) => !TERMINAL.includes(s.status));
+            const followed = new Set(open.slice(0, MAX_LIST_STREAMS).map((s) => s.id));
+            if (open.length > followed.size) {
+                refresh = setTimeout(() => void load(), LIST_REFRESH_MS);
+            }
+            const signal = streams.signal;
             replace(results, table(`Sessions (${list.total})`, ['Id', 'Type', 'Status', 'Configuration', 'Reference', 'Updated'], list.items.map((s) => [
-                h('a', { href: `#/sessions/${encodeURIComponent(s.id)}` }, h('code', {}, s.id)), s.type, liveStatus(ctx, s.id, s.status),
+                h('a', { href: `#/sessions/${encodeURIComponent(s.id)}` }, h('code', {}, s.id)), s.type,
+                followed.has(s.id) ? liveStatus(signal, s.id, s.status) : h('span', { class: `badge ${s.status}` }, s.status),
                 s.requestId ?? (s.credentialConfigurationIds ?? []).join(', '), s.reference ?? '', when(s.updatedAt)])),
             h('nav', { class: 'pager', 'aria-label': 'Pages' },
                 page > 1 ? button('Previous page', () => { page--; void load(); }, { class: 'secondary' }) : null,
@@ -579,7 +604,7 @@ const sessionDetail = async (ctx: PageContext, id: string) => {
                 : table('Flow log', ['Time', 'Level', 'Stage', 'Message'], logs.map((l) => [when(l.timestamp), l.level, l.stage, l.message]))));
     };
     replace(ctx.main, h('h1', {}, 'Session ', h('code', {}, id)), h('a', { href: '#/sessions' }, 'Back to sessions'),
-        h('p', {}, 'Status: ', liveStatus(ctx, id, '…', (status) => {
+        h('p', {}, 'Status: ', liveStatus(ctx.signal, id, '…', (status) => {
             if (TERMINAL.includes(status)) {
                 void render();
             }
@@ -643,25 +668,54 @@ export const bundlesPage = async (ctx: PageContext): Promise<void> => {
         a.remove();
         return `Downloaded ${name}.`;
     });
+    /** A JSON bundle as read from the file, with the values the operator supplied for its placeholders. */
+    let jsonBundle: JsonBundle | undefined;
+    const isZip = (f: File) => f.name.endsWith('.zip') || f.type === 'application/zip';
+    file.addEventListener('change', () => {
+        jsonBundle = undefined;
+        replace(planBox);
+    });
     const send = async (kind: 'plan' | 'import', extra: Record<string, string | boolean | undefined> = {}) => {
         const chosen = file.files?.[0];
         if (!chosen) {
             throw new Error('Choose a bundle file');
         }
         const query = { mode: mode.value, ...tenantQuery(), ...extra };
-        if (chosen.name.endsWith('.zip') || chosen.type === 'application/zip') {
+        if (isZip(chosen)) {
             const form = new FormData();
             form.append('bundle', chosen);
             return call<any>('POST', `/api/config-bundles/${kind}/archive`, { form, query });
         }
-        return call<any>('POST', `/api/config-bundles/${kind}`, { body: JSON.parse(await chosen.text()), query });
+        jsonBundle ??= JSON.parse(await chosen.text()) as JsonBundle;
+        return call<any>('POST', `/api/config-bundles/${kind}`, { body: jsonBundle, query });
+    };
+    /** Inputs for the secrets a plan needs (JSON bundles): each value replaces its placeholder, checksums follow. */
+    const requirementsForm = (requirements: Array<{ code: string; resource: string; path: string; message: string; placeholder?: string }>) => {
+        const rows = requirements.filter((r) => r.placeholder).map((r) => {
+            const value = h('input', { type: 'password', autocomplete: 'off', name: `${r.resource}.${r.path}` });
+            const generate = r.code === 'CLIENT_SECRET_REQUIRED' ? h('input', { type: 'checkbox', id: uid('gen') }) : undefined;
+            return { r, value, generate, el: h('div', {}, field(`${r.resource} ${r.path}`, value, r.message),
+                generate ? h('span', { class: 'check' }, generate, h('label', { for: generate.id }, `Generate a new secret for ${r.resource} (shown once)`)) : null) };
+        });
+        const chosen = file.files?.[0];
+        if (!rows.length || !chosen || isZip(chosen)) {
+            return h('ul', {}, requirements.map((r) => h('li', {}, `${r.resource} ${r.path}: ${r.message}`)));
+        }
+        return h('form', { novalidate: true, 'aria-label': 'Values the import needs', onsubmit: (e: Event) => {
+            e.preventDefault();
+            void act(status, async () => {
+                const values = new Map(rows.map(({ r, value, generate }): [string, string] => [r.placeholder!, generate?.checked ? '!generate' : value.value]).filter(([, v]) => v));
+                jsonBundle = await withValues(jsonBundle!, values);
+                plan();
+            });
+        } }, rows.map((row) => row.el), h('button', { type: 'submit' }, 'Plan again with these values'));
     };
     const plan = () => void act(status, async () => {
         const p = await send('plan');
         replace(planBox,
             table(`Plan (${p.mode})${p.blocked ? ': blocked' : ''}`, ['Kind', 'Id', 'Action', 'Changes', 'Code'], p.actions.map((a: any) => [a.kind, a.id, h('span', { class: `action ${a.action}` }, a.action),
                 (a.changes ?? []).map((c: any) => c.path).join(', '), a.code ?? ''])),
-            p.requirements?.length ? section('Needed before import', h('ul', {}, p.requirements.map((r: any) => h('li', {}, `${r.resource} ${r.path}: ${r.message}`)))) : null,
+            p.requirements?.length ? section('Needed before import', requirementsForm(p.requirements)) : null,
             p.warnings?.length ? section('Warnings', h('ul', {}, p.warnings.map((w: any) => h('li', {}, `${w.code} ${w.resource}: ${w.message}`)))) : null,
             p.blocked ? notice('error', 'The plan is blocked: nothing can be imported.') : button('Import this plan', () => void act(status, async () => {
                 if (mode.value === 'replace' && !confirm('Replace deletes resources this source imported earlier. Go on?')) {
@@ -683,6 +737,38 @@ export const bundlesPage = async (ctx: PageContext): Promise<void> => {
             plan();
         } }, field('Bundle (ZIP or JSON)', file), field('Mode', mode), h('button', { type: 'submit' }, 'Review plan')), planBox),
         section('Recent operations', table('Operations', ['Time', 'Type', 'Mode', 'Status'], ops.map((o: any) => [when(o.startedAt ?? o.createdAt), o.type ?? o.operation ?? '', o.mode ?? '', o.status ?? '']))));
+};
+
+interface JsonBundle {
+    manifest: { resources: Array<{ path: string; sha256: string }> } & Record<string, unknown>;
+    documents: Array<{ path: string; document: unknown }>;
+    assets: unknown[];
+}
+
+/** RFC 8785 canonical JSON, as the service checks a JSON bundle document's sha256 (lib/config-import/plan.ts). */
+const jcs = (value: unknown): string => {
+    if (Array.isArray(value)) {
+        return `[${value.map((v) => jcs(v === undefined ? null : v)).join(',')}]`;
+    }
+    if (value && typeof value === 'object') {
+        const entries = Object.entries(value).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+        return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${jcs(v)}`).join(',')}}`;
+    }
+    return JSON.stringify(value);
+};
+
+const sha256Hex = async (text: string) =>
+    Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text))), (b) => b.toString(16).padStart(2, '0')).join('');
+
+/** The bundle with each placeholder string replaced by its value, and the changed documents' checksums updated. */
+const withValues = async (bundle: JsonBundle, values: Map<string, string>): Promise<JsonBundle> => {
+    const substitute = (node: unknown): unknown => typeof node === 'string'
+        ? values.get(node) ?? node
+        : Array.isArray(node) ? node.map(substitute) : node && typeof node === 'object' ? Object.fromEntries(Object.entries(node).map(([k, v]) => [k, substitute(v)])) : node;
+    const documents = bundle.documents.map((d) => ({ ...d, document: substitute(d.document) }));
+    const digests = new Map(await Promise.all(documents.map(async (d) => [d.path, await sha256Hex(jcs(d.document))] as const)));
+    const resources = bundle.manifest.resources.map((r) => ({ ...r, sha256: digests.get(r.path) ?? r.sha256 }));
+    return { ...bundle, manifest: { ...bundle.manifest, resources }, documents };
 };
 
 // ------------------------------------------------------------------------------------------------------------- audit

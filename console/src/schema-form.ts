@@ -156,7 +156,7 @@ const checkboxes = (name: string, path: string, schema: Schema, required: boolea
     return node;
 };
 
-const objectNode = (name: string | undefined, path: string, schema: Schema, root: Schema, depth: number, required: boolean): FormNode => {
+const objectNode = (name: string | undefined, path: string, schema: Schema, root: Schema, depth: number, required: boolean, foldable = !required): FormNode => {
     const requiredKeys = new Set<string>(schema.required ?? []);
     const children = new Map<string, FormNode>();
     for (const [key, sub] of Object.entries(schema.properties ?? {})) {
@@ -170,9 +170,12 @@ const objectNode = (name: string | undefined, path: string, schema: Schema, root
     // Keys the form has no input for (set from an existing document) are kept as they were.
     let extra: Record<string, unknown> = {};
     const body = [schema.description && name ? h('small', {}, schema.description) : null, error.slot, [...children.values()].map((c) => c.el)];
-    const el = name
-        ? h('fieldset', { class: 'group', 'data-path': path }, h('legend', {}, labelOf(name, required)), body)
-        : h('div', { class: 'group root', 'data-path': path }, body);
+    // Optional groups start folded, so a long schema stays readable; they open when they hold a value or an error.
+    const el: HTMLElement = !name
+        ? h('div', { class: 'group root', 'data-path': path }, body)
+        : !foldable
+            ? h('fieldset', { class: 'group', 'data-path': path }, h('legend', {}, labelOf(name, required)), body)
+            : h('details', { class: 'group', 'data-path': path }, h('summary', {}, name), h('fieldset', { class: 'group' }, h('legend', { class: 'visually-hidden' }, name), body));
     const node: FormNode = {
         el,
         get() {
@@ -190,6 +193,9 @@ const objectNode = (name: string | undefined, path: string, schema: Schema, root
             extra = Object.fromEntries(Object.entries(object).filter(([k]) => !children.has(k)));
             for (const [key, child] of children) {
                 child.set(object[key]);
+            }
+            if (el instanceof HTMLDetailsElement && Object.keys(object).length) {
+                el.open = true;
             }
         },
         find(segments) {
@@ -211,7 +217,7 @@ const listNode = (name: string, path: string, schema: Schema, root: Schema, dept
     let items: FormNode[] = [];
     const render = (values: unknown[]) => {
         items = values.map((v, i) => {
-            const item = objectNode(`${name} ${i + 1}`, `${path}.${i}`, itemSchema, root, depth + 1, false);
+            const item = objectNode(`${name} ${i + 1}`, `${path}.${i}`, itemSchema, root, depth + 1, false, false);
             item.set(v);
             item.el.appendChild(button(`Remove ${name} ${i + 1}`, () => render(current().filter((_, j) => j !== i)), { class: 'secondary' }));
             return item;
@@ -219,11 +225,11 @@ const listNode = (name: string, path: string, schema: Schema, root: Schema, dept
         list.replaceChildren(...items.map((i) => i.el));
     };
     const current = () => items.map((i) => i.get() ?? {});
-    const el = h('fieldset', { class: 'group', 'data-path': path },
-        h('legend', {}, labelOf(name, required)),
-        schema.description ? h('small', {}, schema.description) : null,
-        error.slot, list,
-        button(`Add ${name}`, () => render([...current(), {}]), { class: 'secondary' }));
+    const content = [schema.description ? h('small', {}, schema.description) : null, error.slot, list,
+        button(`Add ${name}`, () => render([...current(), {}]), { class: 'secondary' })];
+    const el: HTMLElement = required
+        ? h('fieldset', { class: 'group', 'data-path': path }, h('legend', {}, labelOf(name, required)), content)
+        : h('details', { class: 'group', 'data-path': path }, h('summary', {}, name), h('fieldset', { class: 'group' }, h('legend', { class: 'visually-hidden' }, name), content));
     const node: FormNode = {
         el,
         get() {
@@ -232,6 +238,9 @@ const listNode = (name: string, path: string, schema: Schema, root: Schema, dept
         },
         set(value) {
             render(Array.isArray(value) ? value : []);
+            if (el instanceof HTMLDetailsElement && items.length) {
+                el.open = true;
+            }
         },
         find(segments) {
             const [first, ...rest] = segments;

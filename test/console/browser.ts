@@ -204,7 +204,7 @@ for (const dialect of DIALECTS) {
             await shot('sessions');
         });
 
-        it('exports a bundle and reviews the plan of importing it back', async () => {
+        it('exports a bundle, reviews the plan of importing it back and imports it', async () => {
             await page.getByRole('link', { name: 'Bundles' }).click();
             const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download JSON bundle' }).click()]);
             const file = Path.join(profile, 'bundle.json');
@@ -215,6 +215,12 @@ for (const dialect of DIALECTS) {
             await page.getByRole('table', { name: /^Plan/ }).waitFor();
             expect(await page.getByRole('cell', { name: 'badge', exact: true }).count()).to.be.above(0);
             await shot('bundles');
+            // The exported client has no secret: the plan is blocked until one is supplied (here: generated).
+            await page.getByRole('cell', { name: 'CLIENT_SECRET_REQUIRED' }).waitFor();
+            await page.getByLabel('Generate a new secret for Client/acme-admin (shown once)').check();
+            await page.getByRole('button', { name: 'Plan again with these values' }).click();
+            await page.getByRole('button', { name: 'Import this plan' }).click();
+            await page.getByRole('table', { name: 'Imported' }).waitFor();
             await page.getByRole('link', { name: 'Audit log' }).click();
             await page.getByRole('table', { name: /^Audit log/ }).waitFor();
             await shot('audit');

@@ -11,6 +11,7 @@ import { buildConsole, withConsoleOptions } from '../helpers/console';
 import { DIALECTS } from '../helpers/databases';
 import { freePort } from '../helpers/net';
 import { ROOT_CLIENT, startTestServer, type TestServer } from '../helpers/server';
+import { Holder } from '../helpers/holder';
 import { Wallet } from '../helpers/wallet';
 
 /**
@@ -55,7 +56,8 @@ for (const dialect of DIALECTS) {
             origin = `http://127.0.0.1:${port}`;
             t = await startTestServer(dialect, {
                 listen: true,
-                env: { PORT: String(port), PUBLIC_URL: origin },
+                // The demo tenant (examples/config) has what a presentation needs: access key chain, trust list, DCQL.
+                env: { PORT: String(port), PUBLIC_URL: origin, CONFIG_FOLDER: Path.join(projectRoot, 'examples', 'config') },
                 manifest: withConsoleOptions({ assets })
             });
             profile = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-chromium-'));
@@ -266,6 +268,41 @@ for (const dialect of DIALECTS) {
             });
             await page.waitForFunction(() => (globalThis as any).location.hash === '#/offers');
             await page.getByRole('heading', { name: 'Offers' }).waitFor();
+        });
+
+        it('shows a verified presentation of the demo tenant, from an offer made on the page to the presented claims', async () => {
+            await signIn(ROOT_CLIENT.id, ROOT_CLIENT.secret);
+            await page.getByLabel('Client id').fill('demo-admin');
+            await page.getByLabel('Tenant', { exact: true }).fill('demo');
+            await page.getByLabel('tenant:admin').check();
+            await page.getByRole('button', { name: 'Create client' }).click();
+            await page.getByRole('button', { name: 'Sign in as demo-admin' }).click();
+            await page.locator('header .who').filter({ hasText: 'tenant demo' }).waitFor();
+
+            await page.getByRole('link', { name: 'Offers' }).click();
+            await page.getByLabel('pid', { exact: true }).check();
+            await page.getByLabel('Claims (JSON, the same for each configuration)').fill('{"given_name": "Erika", "family_name": "Mustermann"}');
+            await page.getByRole('button', { name: 'Create credential offer' }).click();
+            const wallet = new Wallet();
+            const received = await wallet.receive(await page.locator('#offer-link').inputValue(), { configurationId: 'pid' });
+
+            await page.getByLabel('Presentation configuration').selectOption('identify');
+            await page.getByRole('button', { name: 'Create presentation request' }).click();
+            await page.getByRole('heading', { name: 'Presentation request', level: 2 }).nth(0).waitFor();
+            const link = await page.locator('#offer-link').inputValue();
+            expect(link).to.startWith('openid4vp://');
+            expect(await readQr(page, 'svg.qr')).to.equal(link);
+            const holder = new Holder();
+            const resolved = await holder.resolve(link);
+            await page.locator('.offer-result .badge', { hasText: 'fetched' }).waitFor();
+            const answer = await holder.respond(resolved, await holder.vpToken(resolved, { pid: { format: 'dc+sd-jwt', credential: received.credentials[0]!, key: received.holderKeys[0]! } }));
+            expect(answer.status).to.equal(200);
+            await page.locator('.offer-result .badge', { hasText: 'completed' }).waitFor();
+
+            await page.locator('.offer-result a[href^="#/sessions/"]').click();
+            await page.getByRole('heading', { name: 'Credentials' }).waitFor();
+            expect(await page.locator('main').textContent()).to.contain('Mustermann');
+            await shot('presentation-session');
         });
 
         it('made no request to any host but the service, and no script error', () => {

@@ -597,11 +597,17 @@ const sessionDetail = async (ctx: PageContext, id: string) => {
             h('dl', {}, [['Type', s.type], ['Configuration', s.requestId ?? (s.credentialConfigurationIds ?? []).join(', ')], ['Reference', s.reference],
                 ['Created', when(s.createdAt)], ['Updated', when(s.updatedAt)], ['Expires', when(s.expiresAt)], ['Failure', s.failureCode ? `${s.failureCode}: ${s.errorReason ?? ''}` : s.errorReason]]
                 .map(([k, v]) => [h('dt', {}, k), h('dd', {}, v || '—')])),
-            s.outcome ? section('Outcome', pre(s.outcome)) : null,
-            s.credentials ? section('Credentials', pre(s.credentials)) : null,
-            s.notifications ? section('Wallet notifications', pre(s.notifications)) : null,
+            s.outcome ? section('Outcome',
+                h('p', {}, 'Result: ', h('strong', {}, String(s.outcome.result ?? '')), s.outcome.error ? ` (${s.outcome.error}: ${s.outcome.message ?? ''})` : ''),
+                Array.isArray(s.outcome.credentials) ? table('Credentials checked', ['Query', 'Format', 'Verified', 'Error'], s.outcome.credentials.map((c: any) => [c.id, c.format ?? '', c.verified ? 'yes' : 'no', c.error ? `${c.error}: ${c.message ?? ''}` : ''])) : null,
+                h('details', {}, h('summary', {}, 'Outcome as JSON'), pre(s.outcome))) : null,
+            Array.isArray(s.credentials) ? section('Credentials', ...s.credentials.flatMap((c: any, i: number) => (Array.isArray(c.values) ? c.values : [c.claims ?? c]).map((v: unknown, j: number) =>
+                table(`Claims of ${c.id ?? `credential ${i + 1}`}${c.values?.length > 1 ? ` (${j + 1})` : ''}`, ['Claim', 'Value'], flatten(v).map(([k, value]) => [h('code', {}, k), value])))),
+            h('details', {}, h('summary', {}, 'Credentials as JSON'), pre(s.credentials))) : null,
+            s.notifications ? section('Wallet notifications', table('Wallet notifications', ['Time', 'Event', 'Description'], s.notifications.map((n: any) => [when(n.at), n.event ?? '', n.description ?? '']))) : null,
             section('Flow log', logs instanceof ApiError ? notice('error', logs.message)
-                : table('Flow log', ['Time', 'Level', 'Stage', 'Message'], logs.map((l) => [when(l.timestamp), l.level, l.stage, l.message]))));
+                : logs.length ? table('Flow log', ['Time', 'Level', 'Stage', 'Message'], logs.map((l) => [when(l.timestamp), l.level, l.stage, l.message]))
+                    : h('p', {}, 'No flow log for this session (the service keeps one when LOG_ENABLE_SESSION_LOGGER and LOG_SESSION_STORE are set).')));
     };
     replace(ctx.main, h('h1', {}, 'Session ', h('code', {}, id)), h('a', { href: '#/sessions' }, 'Back to sessions'),
         h('p', {}, 'Status: ', liveStatus(ctx.signal, id, '…', (status) => {
@@ -610,6 +616,14 @@ const sessionDetail = async (ctx: PageContext, id: string) => {
             }
         })), box);
     await render();
+};
+
+/** A claims object as [dot path, display value] rows (nested objects and mdoc namespaces flattened). */
+const flatten = (value: unknown, prefix = ''): Array<[string, string]> => {
+    if (value && typeof value === 'object' && !Array.isArray(value)) {
+        return Object.entries(value).flatMap(([k, v]) => flatten(v, prefix ? `${prefix}.${k}` : k));
+    }
+    return [[prefix || '(value)', typeof value === 'string' ? value : JSON.stringify(value)]];
 };
 
 // -------------------------------------------------------------------------------------------------- status entries

@@ -28,7 +28,7 @@ export const contentSecurityPolicy = (extraConnect: string[] = []): string => [
     'default-src \'none\'',
     'script-src \'self\'',
     'style-src \'self\'',
-    'img-src \'self\' data:',
+    'img-src \'self\'',
     `connect-src 'self'${extraConnect.map((o) => ` ${o}`).join('')}`,
     'base-uri \'none\'',
     'form-action \'none\'',

@@ -21,6 +21,8 @@ const strictCsp = (csp: string | undefined) => {
     }
     expect(csp).to.not.contain('unsafe-inline');
     expect(csp).to.not.contain('unsafe-eval');
+    expect(csp).to.not.contain('data:');
+    expect(csp).to.not.contain('*');
 };
 
 for (const dialect of DIALECTS) {

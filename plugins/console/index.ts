@@ -2,22 +2,12 @@ import Fs from 'node:fs';
 import Path from 'node:path';
 import type Hapi from '@hapi/hapi';
 import Inert from '@hapi/inert';
-import Joi from 'joi';
 import { pluginOptions } from '../../lib/compose';
 import { NotFoundError } from '../../lib/errors';
 import { projectRoot } from '../../lib/package-info';
+import { consoleOptionsSchema, type ConsoleOptions } from './options';
 
-export interface ConsoleOptions {
-    /** Folder of the built console (index.html and assets/); default `dist/console` of the project. */
-    assets?: string;
-    /** External OIDC mode: the provider's issuer URL, whose token endpoint the console signs in at. */
-    oidcIssuer?: string;
-}
-
-const optionsSchema = Joi.object<ConsoleOptions, true>({
-    assets: Joi.string(),
-    oidcIssuer: Joi.string().uri({ scheme: ['http', 'https'] })
-});
+export type { ConsoleOptions };
 
 /**
  * The console loads nothing from anywhere but this service: its own script and stylesheet, no inline code, no
@@ -48,7 +38,7 @@ export const plugin: Hapi.Plugin<ConsoleOptions> = {
     name: 'hallmark-console',
     dependencies: ['hallmark-core', 'hallmark-oauth2'],
     async register(server, rawOptions) {
-        const options = pluginOptions('hallmark-console', optionsSchema, rawOptions);
+        const options = pluginOptions('hallmark-console', consoleOptionsSchema, rawOptions);
         const root = options.assets ?? Path.join(projectRoot, 'dist', 'console');
         const external = server.plugins['hallmark-oauth2'].mode === 'external';
         if (external && !options.oidcIssuer) {

@@ -12,6 +12,7 @@ npx eslint .
 
 echo "== type-check"
 npx tsc -p tsconfig.json --noEmit
+npx tsc -p console/tsconfig.json
 
 echo "== tests"
 out=$(mktemp)

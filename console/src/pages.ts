@@ -609,12 +609,21 @@ const sessionDetail = async (ctx: PageContext, id: string) => {
                 : logs.length ? table('Flow log', ['Time', 'Level', 'Stage', 'Message'], logs.map((l) => [when(l.timestamp), l.level, l.stage, l.message]))
                     : h('p', {}, 'No flow log for this session (the service keeps one when LOG_ENABLE_SESSION_LOGGER and LOG_SESSION_STORE are set).')));
     };
-    replace(ctx.main, h('h1', {}, 'Session ', h('code', {}, id)), h('a', { href: '#/sessions' }, 'Back to sessions'),
+    const status = h('div', { 'aria-live': 'polite' });
+    const remove = can(ctx, 'issuance:config', 'presentation:config') ? button('Delete session', () => {
+        if (confirm(`Delete session ${id}?`)) {
+            void act(status, async () => {
+                await call('DELETE', `/api/session/${encodeURIComponent(id)}`);
+                ctx.go('#/sessions');
+            });
+        }
+    }, { class: 'danger' }) : null;
+    replace(ctx.main, h('h1', {}, 'Session ', h('code', {}, id)), h('a', { href: '#/sessions' }, 'Back to sessions'), status,
         h('p', {}, 'Status: ', liveStatus(ctx.signal, id, '…', (status) => {
             if (TERMINAL.includes(status)) {
                 void render();
             }
-        })), box);
+        })), box, remove);
     await render();
 };
 

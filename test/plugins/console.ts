@@ -1,8 +1,10 @@
 import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
+import { Writable } from 'node:stream';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
+import Pino from 'pino';
 import { contentSecurityPolicy } from '../../plugins/console';
 import { buildConsole, withConsoleOptions } from '../helpers/console';
 import { DIALECTS } from '../helpers/databases';
@@ -82,10 +84,20 @@ for (const dialect of DIALECTS) {
 }
 
 describe('console plugin without built assets', () => {
-    it('answers 503 naming the build step, and logs nothing secret', async () => {
+    it('warns at start and answers 503 naming the build step', async () => {
         const empty = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-console-empty-'));
-        const t = await startTestServer('sqlite', { manifest: withConsoleOptions({ assets: empty }) });
+        const lines: Array<{ msg: string; assets?: string }> = [];
+        const sink = new Writable({
+            write(chunk, _enc, done) {
+                lines.push(JSON.parse(chunk.toString()));
+                done();
+            }
+        });
+        const t = await startTestServer('sqlite', { manifest: withConsoleOptions({ assets: empty }), listen: true, logger: Pino({ level: 'warn' }, sink) });
         try {
+            const warnings = lines.filter((l) => l.msg.includes('console assets are not built: run npm run build'));
+            expect(warnings).to.have.length(1);
+            expect(warnings[0]!.assets).to.equal(empty);
             const res = await t.server.inject('/console');
             expect(res.statusCode).to.equal(503);
             expect(res.payload).to.contain('npm run build');

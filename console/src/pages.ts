@@ -656,7 +656,7 @@ export const statusPage = async (ctx: PageContext): Promise<void> => {
         return `Entry ${index.value} of ${chosen.id} is now ${answer.value}.`;
     });
     const session = h('input', { name: 'sessionId', autocomplete: 'off' });
-    const sessionValue = h('select', { name: 'sessionStatus' }, h('option', { value: '' }, 'revoked'), h('option', { value: '1' }, 'suspended (lists of 2+ bits)'), h('option', { value: '0' }, 'valid (reinstate)'));
+    const sessionValue = h('select', { name: 'sessionStatus' }, h('option', { value: '' }, 'revoked'), h('option', { value: '1' }, '1: suspended (on a 1-bit list: revoked)'), h('option', { value: '0' }, 'valid (reinstate)'));
     replace(ctx.main, h('h1', {}, 'Status entries'), status,
         section('One entry', h('form', { class: 'inline', novalidate: true, 'aria-label': 'Status entry', onsubmit: (e: Event) => e.preventDefault() },
             field('Status list', list), field('Index', index, 'The idx a credential carries in status.status_list'),

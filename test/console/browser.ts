@@ -160,6 +160,7 @@ for (const dialect of DIALECTS) {
             await form.locator('[data-path="config.display.0.name"] input').fill('Employee badge');
             await form.locator('[data-path="vct"] textarea').fill('"urn:example:badge"');
             await form.locator('[data-path="keyChainId"] input').fill('issuer');
+            await form.locator('[data-path="statusManagement"] select').selectOption({ label: 'true' });
             await form.getByRole('button', { name: 'Add fields' }).click();
             await form.locator('[data-path="fields.0.path"] textarea').fill('["given_name"]');
             await form.locator('[data-path="fields.0.type"] select').selectOption({ label: 'string' });
@@ -207,6 +208,17 @@ for (const dialect of DIALECTS) {
             await page.locator('.offer-result .badge', { hasText: 'fetched' }).waitFor();
             await wallet.notify(received, 'credential_accepted');
             await page.locator('.offer-result .badge', { hasText: 'completed' }).waitFor();
+
+            // The credential's status list entry, revoked from the status page; a revoked entry stays revoked.
+            const payload = JSON.parse(Buffer.from(received.credentials[0]!.split('~')[0]!.split('.')[1]!, 'base64url').toString('utf8'));
+            const index = String(payload.status.status_list.idx);
+            await page.getByRole('link', { name: 'Status entries' }).click();
+            await page.getByLabel('Index').fill(index);
+            await page.getByRole('button', { name: 'Revoke' }).click();
+            await page.getByText(new RegExp(`^Entry ${index} of .+ is now 1\\.$`)).waitFor();
+            await page.getByRole('button', { name: 'Reinstate' }).click();
+            await page.locator('.notice.error').waitFor();
+            await shot('status-entries');
 
             await page.getByRole('link', { name: 'Sessions', exact: true }).click();
             await page.locator('table .badge', { hasText: 'completed' }).waitFor();

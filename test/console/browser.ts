@@ -317,7 +317,7 @@ for (const dialect of DIALECTS) {
 
             await page.getByLabel('Presentation configuration').selectOption('identify');
             await page.getByRole('button', { name: 'Create presentation request' }).click();
-            await page.getByRole('heading', { name: 'Presentation request', level: 2 }).nth(0).waitFor();
+            await page.locator('.offer-result h2', { hasText: 'Presentation request' }).waitFor();
             const link = await page.locator('#offer-link').inputValue();
             expect(link).to.startWith('openid4vp://');
             expect(await readQr(page, 'svg.qr')).to.equal(link);

@@ -233,6 +233,8 @@ for (const dialect of DIALECTS) {
             await page.getByRole('table', { name: 'Sessions (0)' }).waitFor();
             await page.getByLabel('failed', { exact: true }).uncheck();
             await page.getByLabel('Search').fill('');
+            await page.getByRole('button', { name: 'Search' }).click();
+            await page.getByRole('table', { name: 'Sessions (1)' }).waitFor();
         });
 
         it('exports a bundle, reviews the plan of importing it back and imports it', async () => {

@@ -338,6 +338,28 @@ for (const dialect of DIALECTS) {
             await shot('presentation-session');
         });
 
+        it('renews the token shortly before it expires, with the secret it kept in memory', async () => {
+            // The page's clock is moved past the token's lifetime less the 30 s margin; the service's clock is not,
+            // so the old token would still work: only the page's own renewal can make the token request.
+            await page.clock.install();
+            await signIn(ROOT_CLIENT.id, ROOT_CLIENT.secret);
+            const tokenRequests = () => requested.filter((u) => new URL(u).pathname === '/api/oauth2/token').length;
+            const before = tokenRequests();
+            await page.getByRole('link', { name: 'Audit log' }).click();
+            await page.getByRole('table', { name: /^Audit log/ }).waitFor();
+            expect(tokenRequests()).to.equal(before);
+            await page.clock.fastForward(3600_000 - 20_000);
+            await page.getByRole('link', { name: 'Bundles' }).click();
+            await page.getByRole('heading', { name: 'Configuration bundles' }).waitFor();
+            expect(tokenRequests()).to.equal(before + 1);
+            // Nothing of the token or the secret is kept in the page's storage.
+            const stored = await page.evaluate(() => {
+                const g = globalThis as any;
+                return JSON.stringify([Object.entries(g.localStorage), Object.entries(g.sessionStorage), g.document.cookie]);
+            });
+            expect(stored).to.equal('[[],[],""]');
+        });
+
         it('made no request to any host but the service, and no script error', () => {
             const hosts = new Set(requested.map((u) => new URL(u).host));
             expect([...hosts]).to.equal([new URL(origin).host]);

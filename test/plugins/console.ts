@@ -128,6 +128,12 @@ describe('console plugin in external OIDC mode', () => {
         }
     });
 
+    it('refuses to start without the provider\'s issuer (the console could not sign in)', async () => {
+        const issuer = `http://127.0.0.1:${await freePort()}/realms/hallmark`;
+        await expect(startTestServer('sqlite', { manifest: withConsoleOptions({ assets: buildConsole(), oidcIssuer: undefined }), env: { OIDC: issuer, OIDC_AUDIENCE: 'hallmark', AUTH_CLIENT_ID: '', AUTH_CLIENT_SECRET: '' } }))
+            .to.reject(/external OIDC mode needs the oidcIssuer option/);
+    });
+
     it('builds the policy with extra origins for connect-src only', () => {
         const csp = contentSecurityPolicy(['https://idp.example']);
         expect(csp).to.contain('connect-src \'self\' https://idp.example;');

@@ -123,7 +123,8 @@ export const editor = (options: { title: string; schema: Schema; root: Schema; s
         status);
     const set = (value: unknown) => {
         form.set(value);
-        raw.value = JSON.stringify(value ?? {}, null, 2);
+        // The form's reading of the value: read-only fields of an answer are not offered for sending back.
+        raw.value = JSON.stringify(form.get() ?? {}, null, 2);
     };
     if (options.initial !== undefined) {
         set(options.initial);

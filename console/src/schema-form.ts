@@ -159,8 +159,13 @@ const checkboxes = (name: string, path: string, schema: Schema, required: boolea
 const objectNode = (name: string | undefined, path: string, schema: Schema, root: Schema, depth: number, required: boolean, foldable = !required): FormNode => {
     const requiredKeys = new Set<string>(schema.required ?? []);
     const children = new Map<string, FormNode>();
+    // Forbidden fields (read-only ones such as createdAt, private JWK members) are served as `{}` (the service drops
+    // the `not: {}` its converter writes) or still as `not: {}`: no input, and never sent back.
+    const ignored = new Set<string>();
     for (const [key, sub] of Object.entries(schema.properties ?? {})) {
-        if ((sub as Schema).not && Object.keys((sub as Schema).not).length === 0) {
+        const s = sub as Schema;
+        if (Object.keys(s).length === 0 || (s.not && Object.keys(s.not).length === 0)) {
+            ignored.add(key);
             continue;
         }
         children.set(key, build(key, path ? `${path}.${key}` : key, sub as Schema, root, depth + 1, requiredKeys.has(key)));
@@ -190,7 +195,7 @@ const objectNode = (name: string | undefined, path: string, schema: Schema, root
         },
         set(value) {
             const object = value && typeof value === 'object' && !Array.isArray(value) ? value as Record<string, unknown> : {};
-            extra = Object.fromEntries(Object.entries(object).filter(([k]) => !children.has(k)));
+            extra = Object.fromEntries(Object.entries(object).filter(([k]) => !children.has(k) && !ignored.has(k)));
             for (const [key, child] of children) {
                 child.set(object[key]);
             }

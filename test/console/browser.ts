@@ -271,6 +271,15 @@ for (const dialect of DIALECTS) {
                 expect(await page.locator('main .notice.error').count(), label).to.equal(0);
                 await shot(`page-${label.toLowerCase().replace(/[^a-z]+/g, '-')}`);
             }
+            // The form generated for each kind's schema.
+            for (const kind of ['CredentialConfig', 'PresentationConfig', 'TrustList', 'WebhookEndpoint', 'AttributeProvider', 'StatusList']) {
+                await page.evaluate((hash) => {
+                    (globalThis as any).location.hash = hash;
+                }, `#/config/${kind}/`);
+                await page.locator('form.editor').waitFor();
+                expect(await page.locator('main .notice.error').count(), kind).to.equal(0);
+                await shot(`new-${kind}`);
+            }
             await page.getByRole('link', { name: 'Key chains' }).click();
             await page.getByRole('link', { name: 'issuer', exact: true }).click();
             await page.getByText('CN=Hallmark Demo Issuer (development only)').first().waitFor();

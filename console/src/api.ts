@@ -65,11 +65,22 @@ const tokenEndpoint = async (settings: AuthSettings): Promise<string> => {
     return ((await res.json()) as { token_endpoint: string }).token_endpoint;
 };
 
+/** RFC 6749 2.3.1: each part form-urlencoded, then base64 (UTF-8 bytes, so any character survives btoa). */
+const basic = (id: string, secret: string): string => {
+    const encode = (v: string) => encodeURIComponent(v).replace(/%20/g, '+');
+    const bytes = new TextEncoder().encode(`${encode(id)}:${encode(secret)}`);
+    return `Basic ${btoa(String.fromCharCode(...bytes))}`;
+};
+
+/**
+ * HTTP Basic client authentication: the method every OAuth 2.0 server must support (RFC 6749 2.3.1) and the default
+ * of OpenID providers (client_secret_basic), so the same request works in both modes.
+ */
 const fetchToken = async (c: Credentials): Promise<void> => {
     const res = await fetch(c.endpoint, {
         method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.secret }).toString()
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(c.clientId, c.secret) },
+        body: new URLSearchParams({ grant_type: 'client_credentials' }).toString()
     });
     const body = await res.json().catch(() => ({})) as Record<string, any>;
     if (!res.ok) {

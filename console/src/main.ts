@@ -1,6 +1,6 @@
 import { currentIdentity, onSignOut, signIn, signOut, type AuthSettings } from './api';
 import { field, h, notice, replace } from './dom';
-import { auditPage, bundlesPage, keysPage, KIND_PAGES, kindPage, offersPage, sessionsPage, statusPage, tenantsPage, type PageContext } from './pages';
+import { auditPage, bundlesPage, keysPage, KIND_PAGES, kindPage, offersPage, sessionsPage, statusPage, tenantsPage, type PageContext } from './pages/index';
 import { anyOf, effectiveRoles } from './roles';
 
 interface Settings {

@@ -71,6 +71,12 @@ for (const dialect of DIALECTS) {
             page.setDefaultTimeout(15_000);
             page.on('request', (request) => requested.push(request.url()));
             page.on('pageerror', (err) => pageErrors.push(err.message));
+            // A CSP violation is reported on the page's console ("Refused to load …", "Refused to apply inline style …").
+            page.on('console', (message) => {
+                if (message.type() === 'error' && /Refused to|Content Security Policy/.test(message.text())) {
+                    pageErrors.push(message.text());
+                }
+            });
             Fs.mkdirSync(SHOTS, { recursive: true });
         });
 
@@ -369,7 +375,7 @@ for (const dialect of DIALECTS) {
             expect(stored).to.equal('[[],[],""]');
         });
 
-        it('made no request to any host but the service, and no script error', () => {
+        it('made no request to any host but the service, with no script error and no CSP violation', () => {
             const hosts = new Set(requested.map((u) => new URL(u).host));
             expect([...hosts]).to.equal([new URL(origin).host]);
             expect(pageErrors).to.equal([]);

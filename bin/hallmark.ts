@@ -62,7 +62,8 @@ const start = async (config: Config, log: Logger, manifestName?: string): Promis
     await server.start();
     // A manifest without the docs plugin serves no docs.
     const docs = server.match('GET', '/api/docs') ? `${config.publicUrl}/api/docs` : undefined;
-    log.info({ url: server.info.uri, publicUrl: config.publicUrl, docs, database: config.db.type }, 'Hallmark listening');
+    const consoleUrl = server.match('GET', '/console') ? `${config.publicUrl}/console` : undefined;
+    log.info({ url: server.info.uri, publicUrl: config.publicUrl, docs, console: consoleUrl, database: config.db.type }, 'Hallmark listening');
     return server;
 };
 

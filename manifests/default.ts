@@ -1,6 +1,7 @@
 import type { Manifest } from '../lib/compose';
 import type { Config } from './environment';
 import * as bundles from '../plugins/bundles';
+import * as consolePlugin from '../plugins/console';
 import * as core from '../plugins/core';
 import type { CoreOptions } from '../plugins/core/options';
 import * as docs from '../plugins/docs';
@@ -93,7 +94,8 @@ export const manifest = (config: Config): Manifest => {
             { plugin: oid4vp.plugin, options: { publicUrl } satisfies Oid4vpOptions },
             { plugin: iso18013.plugin, options: { publicUrl } satisfies iso18013.Iso18013Options },
             { plugin: bundles.plugin, options: { variables: config.configImport.variables } satisfies Partial<bundles.BundlesOptions> },
-            { plugin: docs.plugin }
+            { plugin: docs.plugin },
+            { plugin: consolePlugin.plugin, options: { oidcIssuer: config.auth.oidc?.issuer } satisfies consolePlugin.ConsoleOptions }
         ]
     };
 };

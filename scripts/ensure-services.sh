@@ -14,3 +14,4 @@ if ! pg_up; then
 fi
 pg_up || { echo "PostgreSQL is not reachable on 127.0.0.1:5432" >&2; exit 1; }
 bash "$(dirname "$0")/ensure-softhsm.sh" >/dev/null
+bash "$(dirname "$0")/ensure-chromium.sh"

@@ -12,14 +12,16 @@ npx eslint .
 
 echo "== type-check"
 npx tsc -p tsconfig.json --noEmit
+npx tsc -p console/tsconfig.json
 
 echo "== tests"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 set +e
 # Leak detection is on; these globals are the libraries' own (zod through the wallet libraries, OpenTelemetry's API
-# registry, a tslib helper, the AWS SDK's awslambda). Coverage must not fall below the measured baseline (raise it, never lower it).
-LEAKS_ALLOWED='__spreadArray,__zod_globalConfig,__zod_globalRegistry,Symbol(opentelemetry.js.api.1),awslambda'
+# registry, a tslib helper, the AWS SDK's awslambda, playwright-core's signal-exit emitter). Coverage must not fall
+# below the measured baseline (raise it, never lower it).
+LEAKS_ALLOWED='__spreadArray,__zod_globalConfig,__zod_globalRegistry,Symbol(opentelemetry.js.api.1),awslambda,Symbol(signal-exit emitter)'
 # A partial run (one dialect, or lab arguments such as a file) reports coverage without the threshold.
 COVERAGE_THRESHOLD=92
 threshold=(-t "$COVERAGE_THRESHOLD")

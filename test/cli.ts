@@ -112,7 +112,7 @@ describe('CLI', () => {
         }
     });
 
-    it('names the API docs URL in the start log', async () => {
+    it('names the API docs and console URLs in the start log', async () => {
         const db = await createTestDatabase('sqlite');
         const server = ChildProcess.spawn(
             process.execPath,
@@ -131,6 +131,7 @@ describe('CLI', () => {
                 server.once('exit', (code) => reject(new Error(`exited with ${code} before listening:\n${out}`)));
             });
             expect(out).to.contain('docs: "https://hallmark.example/api/docs"');
+            expect(out).to.contain('console: "https://hallmark.example/console"');
         }
         finally {
             const exited = new Promise((resolve) => server.once('exit', resolve));

@@ -20,6 +20,7 @@ import * as sessions from '../plugins/sessions';
 import type { SessionsOptions } from '../plugins/sessions/options';
 import * as status from '../plugins/status';
 import * as tenancy from '../plugins/tenancy';
+import * as trust from '../plugins/trust';
 import type { TenancyOptions } from '../plugins/tenancy/options';
 
 /**
@@ -85,6 +86,7 @@ export const manifest = (config: Config): Manifest => {
             { plugin: status.plugin, options: { publicUrl } satisfies status.StatusOptions },
             { plugin: oid4vp.plugin, options: { publicUrl } satisfies Oid4vpOptions },
             { plugin: bundles.plugin, options: { variables: config.configImport.variables } satisfies Partial<bundles.BundlesOptions> },
+            { plugin: trust.plugin },
             { plugin: docs.plugin }
         ]
     };

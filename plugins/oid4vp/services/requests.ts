@@ -14,6 +14,7 @@ import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type Presenta
 import { checkTransactionDataCredentialIds, transactionDataEntrySchema, type TransactionData } from '../../../resources/presentation/transaction-data';
 import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
+import { registrationCertsOf } from '../../trust/services/registration-certs';
 
 export interface InlineWebhook extends WebhookTarget {
     includeRawTokensFor?: string[];
@@ -207,6 +208,8 @@ export class PresentationRequests {
         if (!['active', 'fetched'].includes(session.status)) {
             throw new OAuthError(400, 'invalid_request', 'The presentation offer has already been used');
         }
+        // Registration certificate (spec 2.1, plugins/trust): only when the tenant has a registrar configuration.
+        const verifierInfo = session.requestId ? await registrationCertsOf(this.deps.registry)?.verifierInfo(session.tenantId, session.requestId) : undefined;
         await this.deps.sessions.transition(session.id, ['active'], 'fetched');
         const now = Math.floor(Date.now() / 1000);
         const payload = {
@@ -221,6 +224,7 @@ export class PresentationRequests {
             ...(walletNonceParam ? { wallet_nonce: walletNonceParam } : {}),
             dcql_query: data.dcqlQuery,
             ...(data.transactionData ? { transaction_data: data.transactionData } : {}),
+            ...(verifierInfo ? { verifier_info: verifierInfo } : {}),
             client_metadata: {
                 jwks: { keys: [data.encryptionKey.publicJwk] },
                 encrypted_response_enc_values_supported: ['A128GCM', 'A256GCM'],

@@ -71,12 +71,12 @@ const parseXml = (xml: string): Document => {
     }
     const problems: string[] = [];
     const doc = new DOMParser({
-        onError: (level: string, message: string) => {
-            if (level !== 'warning') {
-                problems.push(message);
-            }
+        errorHandler: {
+            warning: () => undefined,
+            error: (message: string) => problems.push(message),
+            fatalError: (message: string) => problems.push(message)
         }
-    } as never).parseFromString(xml, 'text/xml');
+    }).parseFromString(xml, 'text/xml');
     if (problems.length || !doc?.documentElement) {
         throw new TrustListError(`the XML does not parse: ${problems[0] ?? 'no document element'}`);
     }

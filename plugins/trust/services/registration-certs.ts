@@ -50,14 +50,14 @@ export interface RegistrationCertCache {
 }
 
 interface CertRow {
-    tenant_id: string;
-    config_id: string;
-    source_digest: string;
+    tenantId: string;
+    configId: string;
+    sourceDigest: string;
     jwt: string;
-    registrar_id: string | null;
-    issued_at: string | number;
-    expires_at: string | number | null;
-    refresh_at: string | number;
+    registrarId: string | null;
+    issuedAt: string | number;
+    expiresAt: string | number | null;
+    refreshAt: string | number;
 }
 
 const systemContext = (tenantId: string): TenantContext => ({ tenantId, clientId: 'system:registrar', roles: [] });
@@ -113,8 +113,8 @@ export class RegistrationCerts {
         if (!registrar || !strategyOf(config)) {
             return undefined;
         }
-        const row = await this.knex<CertRow>('registration_certs').where({ tenant_id: tenantId, config_id: config.id }).first();
-        return row && row.source_digest === sourceDigest(config, registrar) ? this.cacheOf(config, row) : undefined;
+        const row = await this.knex<CertRow>('registration_certs').where({ tenantId: tenantId, configId: config.id }).first();
+        return row && row.sourceDigest === sourceDigest(config, registrar) ? this.cacheOf(config, row) : undefined;
     }
 
     /**
@@ -187,16 +187,16 @@ export class RegistrationCerts {
         const issuedAt = this.now();
         const refreshAt = checked.expiresAt === undefined || strategy === 'jwt' ? NEVER : Math.max(issuedAt + 60_000, checked.expiresAt - (registrar.refreshBeforeExpirySeconds ?? 86400) * 1000);
         const row: CertRow = {
-            tenant_id: tenantId,
-            config_id: config.id,
-            source_digest: sourceDigest(config, registrar),
+            tenantId: tenantId,
+            configId: config.id,
+            sourceDigest: sourceDigest(config, registrar),
             jwt: answer.jwt,
-            registrar_id: answer.id ?? cert.id ?? null,
-            issued_at: issuedAt,
-            expires_at: checked.expiresAt ?? null,
-            refresh_at: refreshAt
+            registrarId: answer.id ?? cert.id ?? null,
+            issuedAt: issuedAt,
+            expiresAt: checked.expiresAt ?? null,
+            refreshAt: refreshAt
         };
-        await this.knex('registration_certs').insert(row).onConflict(['tenant_id', 'config_id']).merge();
+        await this.knex('registration_certs').insert(row).onConflict(['tenantId', 'configId']).merge();
         this.deps.log.info({ tenantId, presentationConfig: config.id, strategy, expiresAt: checked.expiresAt ? new Date(checked.expiresAt).toISOString() : null }, 'registration certificate obtained');
         return this.cacheOf(config, row);
     }
@@ -212,12 +212,12 @@ export class RegistrationCerts {
         }
         return {
             strategy: strategyOf(config)!,
-            ...(row.registrar_id ? { id: row.registrar_id } : {}),
+            ...(row.registrarId ? { id: row.registrarId } : {}),
             jwt: row.jwt,
             fingerprint: sha256(row.jwt),
             ...(signerFingerprint ? { signerFingerprint } : {}),
-            issuedAt: new Date(Number(row.issued_at)).toISOString(),
-            expiresAt: row.expires_at === null ? null : new Date(Number(row.expires_at)).toISOString()
+            issuedAt: new Date(Number(row.issuedAt)).toISOString(),
+            expiresAt: row.expiresAt === null ? null : new Date(Number(row.expiresAt)).toISOString()
         };
     }
 
@@ -328,25 +328,25 @@ export class RegistrationCerts {
      * requested again; rows of configurations or registrars that are gone are deleted.
      */
     async refreshDue(): Promise<{ refreshed: number; failed: number; removed: number }> {
-        const due = await this.knex<CertRow>('registration_certs').where('refresh_at', '<=', this.now()).select('tenant_id', 'config_id');
+        const due = await this.knex<CertRow>('registration_certs').where('refreshAt', '<=', this.now()).select('tenantId', 'configId');
         let refreshed = 0;
         let failed = 0;
         let removed = 0;
         for (const row of due) {
-            const config = (await this.deps.registry.get(systemContext(row.tenant_id), presentationConfigKind, row.config_id))?.spec;
-            const registrar = await this.registrar(row.tenant_id);
+            const config = (await this.deps.registry.get(systemContext(row.tenantId), presentationConfigKind, row.configId))?.spec;
+            const registrar = await this.registrar(row.tenantId);
             if (!config || !registrar || !strategyOf(config)) {
-                await this.knex('registration_certs').where({ tenant_id: row.tenant_id, config_id: row.config_id }).delete();
+                await this.knex('registration_certs').where({ tenantId: row.tenantId, configId: row.configId }).delete();
                 removed++;
                 continue;
             }
             try {
-                await this.issue(row.tenant_id, config, registrar);
+                await this.issue(row.tenantId, config, registrar);
                 refreshed++;
             }
             catch (err) {
                 failed++;
-                this.deps.log.warn({ tenantId: row.tenant_id, presentationConfig: row.config_id, err: (err as Error).message }, 'registration certificate refresh failed; retried at the next run');
+                this.deps.log.warn({ tenantId: row.tenantId, presentationConfig: row.configId, err: (err as Error).message }, 'registration certificate refresh failed; retried at the next run');
             }
         }
         return { refreshed, failed, removed };

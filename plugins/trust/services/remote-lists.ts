@@ -19,13 +19,18 @@ import { parseTrustList, TrustListError, type ParsedTrustList } from './list-for
  *   fetches every snapshot whose refresh time has come: half-way to NextUpdate, at most REFRESH_INTERVAL_MS after the
  *   last fetch. A failed refresh keeps the snapshot (still valid until NextUpdate) and is tried again next run.
  * - Each process keeps what it read for MEMORY_TTL_MS, so a refresh by another replica is seen within that time.
- * - A snapshot belongs to one configuration of the list (url + signer certificates, config_digest): a changed list
+ * - A snapshot belongs to one configuration of the list (url + signer certificates, configDigest): a changed list
  *   is fetched anew at its next use.
  */
 
 export const REFRESH_JOB = 'trust-lists:refresh';
 export const REFRESH_INTERVAL_MS = 60 * 60_000;
 const MEMORY_TTL_MS = 10_000;
+/**
+ * After a failed fetch the list stays unavailable for this long without another attempt: a list server that is down
+ * or slow must not make every presentation wait for its timeout (the refresh job still tries at each run).
+ */
+export const FAILURE_BACKOFF_MS = 5_000;
 /** National trusted lists reach a few MiB; anything beyond this is refused (too-large → unavailable). */
 export const MAX_LIST_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_FETCH_TIMEOUT_MS = 10_000;
@@ -39,14 +44,14 @@ export interface TrustListSnapshot {
 }
 
 interface SnapshotRow {
-    tenant_id: string;
-    list_id: string;
-    config_digest: string;
+    tenantId: string;
+    listId: string;
+    configDigest: string;
     anchors: string;
     format: string;
-    next_update: string | number;
-    fetched_at: string | number;
-    refresh_at: string | number;
+    nextUpdate: string | number;
+    fetchedAt: string | number;
+    refreshAt: string | number;
 }
 
 export interface RemoteTrustListsOptions {
@@ -69,6 +74,7 @@ const unavailable = (list: TrustList, reason: string): VerificationFailure =>
 export class RemoteTrustLists {
     private readonly memory = new Map<string, { snapshot: TrustListSnapshot; digest: string; readAt: number }>();
     private readonly inFlight = new Map<string, Promise<TrustListSnapshot>>();
+    private readonly failures = new Map<string, { digest: string; until: number; failure: VerificationFailure }>();
     private readonly now: () => number;
 
     constructor(private readonly deps: RemoteTrustListsOptions) {
@@ -104,6 +110,10 @@ export class RemoteTrustLists {
         if (cached && now < cached.snapshot.nextUpdate) {
             return cached.snapshot.anchors;
         }
+        const failed = this.failures.get(key);
+        if (failed && failed.digest === digest && now < failed.until) {
+            throw failed.failure;
+        }
         // None yet, or NextUpdate passed: fetch now (one fetch per list at a time, whoever asks).
         return (await this.refresh(tenantId, list)).anchors;
     }
@@ -115,7 +125,17 @@ export class RemoteTrustLists {
         if (running) {
             return running;
         }
-        const fetching = this.fetchAndStore(tenantId, list).finally(() => this.inFlight.delete(key));
+        const fetching = this.fetchAndStore(tenantId, list)
+            .then((snapshot) => {
+                this.failures.delete(key);
+                return snapshot;
+            }, (err: unknown) => {
+                if (err instanceof VerificationFailure) {
+                    this.failures.set(key, { digest: configDigest(list), until: this.now() + FAILURE_BACKOFF_MS, failure: err });
+                }
+                throw err;
+            })
+            .finally(() => this.inFlight.delete(key));
         this.inFlight.set(key, fetching);
         return fetching;
     }
@@ -133,16 +153,16 @@ export class RemoteTrustLists {
         };
         const digest = configDigest(list);
         const row = {
-            tenant_id: tenantId,
-            list_id: list.id,
-            config_digest: digest,
+            tenantId: tenantId,
+            listId: list.id,
+            configDigest: digest,
             anchors: JSON.stringify(snapshot.anchors),
             format: snapshot.format,
-            next_update: snapshot.nextUpdate,
-            fetched_at: snapshot.fetchedAt,
-            refresh_at: snapshot.refreshAt
+            nextUpdate: snapshot.nextUpdate,
+            fetchedAt: snapshot.fetchedAt,
+            refreshAt: snapshot.refreshAt
         };
-        await this.knex('trust_list_snapshots').insert(row).onConflict(['tenant_id', 'list_id']).merge();
+        await this.knex('trust_list_snapshots').insert(row).onConflict(['tenantId', 'listId']).merge();
         this.memory.set(`${tenantId}\u0000${list.id}`, { snapshot, digest, readAt: fetchedAt });
         this.deps.log.debug({ tenantId, trustList: list.id, anchors: snapshot.anchors.length, nextUpdate: new Date(nextUpdate).toISOString() }, 'remote trust list loaded');
         return snapshot;
@@ -193,16 +213,16 @@ export class RemoteTrustLists {
     }
 
     private async read(tenantId: string, listId: string, digest: string): Promise<TrustListSnapshot | undefined> {
-        const row = await this.knex<SnapshotRow>('trust_list_snapshots').where({ tenant_id: tenantId, list_id: listId }).first();
-        if (!row || row.config_digest !== digest) {
+        const row = await this.knex<SnapshotRow>('trust_list_snapshots').where({ tenantId: tenantId, listId: listId }).first();
+        if (!row || row.configDigest !== digest) {
             return undefined;
         }
         return {
             anchors: JSON.parse(row.anchors) as TrustAnchor[],
             format: row.format as ParsedTrustList['format'],
-            nextUpdate: Number(row.next_update),
-            fetchedAt: Number(row.fetched_at),
-            refreshAt: Number(row.refresh_at)
+            nextUpdate: Number(row.nextUpdate),
+            fetchedAt: Number(row.fetchedAt),
+            refreshAt: Number(row.refreshAt)
         };
     }
 
@@ -212,19 +232,19 @@ export class RemoteTrustLists {
      * serves until its NextUpdate.
      */
     async refreshDue(): Promise<{ refreshed: number; failed: number; removed: number }> {
-        const due = await this.knex<SnapshotRow>('trust_list_snapshots').where('refresh_at', '<=', this.now()).select('tenant_id', 'list_id', 'config_digest');
+        const due = await this.knex<SnapshotRow>('trust_list_snapshots').where('refreshAt', '<=', this.now()).select('tenantId', 'listId', 'configDigest');
         let refreshed = 0;
         let failed = 0;
         let removed = 0;
         for (const row of due) {
-            const stored = await this.deps.registry.get({ tenantId: row.tenant_id, clientId: 'system:trust-lists', roles: [] }, trustListKind, row.list_id);
+            const stored = await this.deps.registry.get({ tenantId: row.tenantId, clientId: 'system:trust-lists', roles: [] }, trustListKind, row.listId);
             if (!stored?.spec.url) {
-                await this.knex('trust_list_snapshots').where({ tenant_id: row.tenant_id, list_id: row.list_id }).delete();
+                await this.knex('trust_list_snapshots').where({ tenantId: row.tenantId, listId: row.listId }).delete();
                 removed++;
                 continue;
             }
             try {
-                await this.refresh(row.tenant_id, stored.spec);
+                await this.refresh(row.tenantId, stored.spec);
                 refreshed++;
             }
             catch (err) {
@@ -232,7 +252,7 @@ export class RemoteTrustLists {
                     throw err;
                 }
                 failed++;
-                this.deps.log.warn({ tenantId: row.tenant_id, trustList: row.list_id, detail: err.detail }, 'remote trust list refresh failed; the last verified content serves until its NextUpdate');
+                this.deps.log.warn({ tenantId: row.tenantId, trustList: row.listId, detail: err.detail }, 'remote trust list refresh failed; the last verified content serves until its NextUpdate');
             }
         }
         return { refreshed, failed, removed };

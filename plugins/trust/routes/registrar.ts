@@ -30,7 +30,7 @@ export const registrarRoutes = (certs: RegistrationCerts): ServerRoute[] => [
         method: 'GET',
         path: '/api/registrar/config',
         options: {
-            tags: ['api', 'registrar'],
+            tags: ['api', 'verification'],
             description: 'Get the tenant\'s registrar configuration (secrets redacted)',
             auth: { access: { scope: [...MANAGE, 'tenant:read'] } },
             response: { status: { 200: view } }
@@ -47,7 +47,7 @@ export const registrarRoutes = (certs: RegistrationCerts): ServerRoute[] => [
         method: 'PUT',
         path: '/api/registrar/config',
         options: {
-            tags: ['api', 'registrar'],
+            tags: ['api', 'verification'],
             description: 'Set the tenant\'s registrar configuration',
             notes: 'Secrets sent back as [redacted] keep their stored value unless registrarUrl or auth.tokenUrl changed.',
             auth: { access: { scope: MANAGE } },
@@ -66,7 +66,7 @@ export const registrarRoutes = (certs: RegistrationCerts): ServerRoute[] => [
         method: 'DELETE',
         path: '/api/registrar/config',
         options: {
-            tags: ['api', 'registrar'],
+            tags: ['api', 'verification'],
             description: 'Delete the tenant\'s registrar configuration: requests carry no registration certificate any more',
             auth: { access: { scope: MANAGE } }
         },

@@ -31,7 +31,7 @@ const startRegistrar = async (signer: Party, ca: Party) => {
         .setSubject(sub).setIssuer('https://registrar.test').setIssuedAt().setExpirationTime('30d')
         .sign(signer.privateKey);
     const json = (res: Http.ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-    const authorized = (req: Http.IncomingMessage) => /^Bearer tok-\d+$/.test(req.headers.authorization ?? '');
+    const authorized = (req: Http.IncomingMessage) => /^Bearer tok-\d+$/.test(req.headers.authorization ?? '') || req.headers['x-registrar-key'] === 'api-key-0123456789';
     const server: ListServer = await startListServer((req, body, res) => {
         const path = new URL(req.url ?? '/', 'http://x').pathname;
         if (req.method === 'POST' && path === '/token') {
@@ -41,6 +41,10 @@ const startRegistrar = async (signer: Party, ca: Party) => {
                 return true;
             }
             json(res, 200, { access_token: `tok-${++tokens}`, token_type: 'Bearer', expires_in: 300 });
+            return true;
+        }
+        if (path === '/garbage/registration-certificates/rc-known') {
+            res.writeHead(200, { 'content-type': 'text/plain' }).end('not a certificate');
             return true;
         }
         const register = /^\/api\/relying-parties\/([^/]+)\/registration-certificates$/.exec(path);
@@ -225,6 +229,17 @@ for (const dialect of DIALECTS) {
             // Wrong client secret: the token endpoint refuses.
             await call('PUT', '/api/registrar/config', { ...registrarConfig(), auth: { ...registrarConfig().auth, clientSecret: 'wrong-secret-0123456789' } });
             await call('POST', '/api/verifier/config/age/registration-cert/reissue', undefined, 503);
+
+            // API key authentication instead of client credentials.
+            await call('PUT', '/api/registrar/config', { ...registrarConfig(), auth: { type: 'apiKey', config: { headerName: 'X-Registrar-Key', value: 'api-key-0123456789' } } });
+            expect((await call('GET', '/api/registrar/config')).auth.config.value).to.equal('[redacted]');
+            expect((await call('POST', '/api/verifier/config/age/registration-cert/reissue', undefined, 200)).strategy).to.equal('body');
+            // A registrar answer that is no certificate; a body without the registrar's relyingPartyId.
+            await call('PUT', '/api/registrar/config', { ...registrarConfig(), registrarUrl: `${registrar.server.base}/garbage` });
+            await call('POST', '/api/verifier/config/by-id/registration-cert/reissue', undefined, 503);
+            const { relyingPartyId: _unused, ...withoutRp } = registrarConfig();
+            await call('PUT', '/api/registrar/config', withoutRp);
+            await call('POST', '/api/verifier/config/age/registration-cert/reissue', undefined, 400);
 
             await call('DELETE', '/api/registrar/config', undefined, 204);
             expect((await requestObject('age')).claims.verifier_info).to.not.exist();

@@ -70,17 +70,13 @@ export const plugin: Hapi.Plugin<TrustOptions> = {
             if (!source || typeof source !== 'object' || !tenantId) {
                 return h.continue;
             }
-            const withCache = async (config: PresentationConfig) => {
-                const cache = config?.id ? await certs.cached(tenantId, config) : undefined;
+            const configs = Array.isArray(source.items) ? source.items : source.id && source.dcql_query ? [source] : [];
+            const caches = await certs.cachedMany(tenantId, configs.filter((c) => c?.id && c.dcql_query));
+            for (const config of configs) {
+                const cache = caches.get(config.id);
                 if (cache) {
                     (config as PresentationConfig & { registrationCertCache?: unknown }).registrationCertCache = cache;
                 }
-            };
-            if (Array.isArray(source.items)) {
-                await Promise.all(source.items.map(withCache));
-            }
-            else if (source.id && source.dcql_query) {
-                await withCache(source);
             }
             return h.continue;
         });

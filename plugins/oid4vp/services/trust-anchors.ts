@@ -108,29 +108,27 @@ export class TrustAnchors {
 
     /** The inline entities and the remote content of lists; a remote list that cannot be loaded is reported. */
     private async collect(tenantId: string, lists: TrustList[]): Promise<Collected> {
-        const anchors: TrustAnchor[] = [];
-        const unavailable: string[] = [];
-        for (const list of lists) {
-            anchors.push(...(list.entities ?? []).flatMap((entity) => entity.certificates.map((certificate) => ({ certificate, serviceType: entity.serviceType }))));
+        const remote = remoteTrustListsOf(this.deps.registry);
+        // Remote lists load side by side: a cold cache costs the slowest list, not the sum.
+        const loaded = await Promise.all(lists.map(async (list): Promise<Collected> => {
+            const inline = (list.entities ?? []).flatMap((entity) => entity.certificates.map((certificate) => ({ certificate, serviceType: entity.serviceType })));
             if (!list.url) {
-                continue;
+                return { anchors: inline, unavailable: [] };
             }
-            const remote = remoteTrustListsOf(this.deps.registry);
             if (!remote) {
-                unavailable.push(`trust list ${list.id}: remote trust lists are not loaded by this deployment (no trust plugin)`);
-                continue;
+                return { anchors: inline, unavailable: [`trust list ${list.id}: remote trust lists are not loaded by this deployment (no trust plugin)`] };
             }
             try {
-                anchors.push(...await remote.anchors(tenantId, list));
+                return { anchors: [...inline, ...await remote.anchors(tenantId, list)], unavailable: [] };
             }
             catch (err) {
                 if (!(err instanceof VerificationFailure)) {
                     throw err;
                 }
-                unavailable.push(err.detail ?? `trust list ${list.id}`);
+                return { anchors: inline, unavailable: [err.detail ?? `trust list ${list.id}`] };
             }
-        }
-        return { anchors, unavailable };
+        }));
+        return { anchors: loaded.flatMap((l) => l.anchors), unavailable: loaded.flatMap((l) => l.unavailable) };
     }
 }
 

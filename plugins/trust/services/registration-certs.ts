@@ -109,12 +109,25 @@ export class RegistrationCerts {
 
     /** The cache shown in answers: the stored certificate when it still applies to the configuration. */
     async cached(tenantId: string, config: PresentationConfig): Promise<RegistrationCertCache | undefined> {
-        const registrar = await this.registrar(tenantId);
-        if (!registrar || !strategyOf(config)) {
-            return undefined;
+        return (await this.cachedMany(tenantId, [config])).get(config.id);
+    }
+
+    /** cached() for a page of configurations: one read of the registrar and one of the certificates. */
+    async cachedMany(tenantId: string, configs: PresentationConfig[]): Promise<Map<string, RegistrationCertCache>> {
+        const found = new Map<string, RegistrationCertCache>();
+        const wanted = configs.filter((config) => strategyOf(config));
+        const registrar = wanted.length ? await this.registrar(tenantId) : undefined;
+        if (!registrar) {
+            return found;
         }
-        const row = await this.knex<CertRow>('registration_certs').where({ tenantId: tenantId, configId: config.id }).first();
-        return row && row.sourceDigest === sourceDigest(config, registrar) ? this.cacheOf(config, row) : undefined;
+        const rows = await this.knex<CertRow>('registration_certs').where({ tenantId }).whereIn('configId', wanted.map((c) => c.id));
+        for (const config of wanted) {
+            const row = rows.find((r) => r.configId === config.id);
+            if (row && row.sourceDigest === sourceDigest(config, registrar)) {
+                found.set(config.id, this.cacheOf(config, row));
+            }
+        }
+        return found;
     }
 
     /**

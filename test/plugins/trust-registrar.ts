@@ -1,5 +1,8 @@
 import Crypto from 'node:crypto';
+import Fs from 'node:fs';
 import type Http from 'node:http';
+import Os from 'node:os';
+import Path from 'node:path';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
@@ -7,6 +10,7 @@ import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/aut
 import { DIALECTS } from '../helpers/databases';
 import { freePort } from '../helpers/net';
 import { party, type Party } from '../helpers/pki';
+import { registrarConfigKind } from '../../resources/registrar-config';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 import { startListServer, type ListServer } from '../helpers/trust-lists';
 
@@ -245,6 +249,33 @@ for (const dialect of DIALECTS) {
             expect((await requestObject('age')).claims.verifier_info).to.not.exist();
             expect((await call('GET', '/api/verifier/config/age')).registrationCertCache).to.not.exist();
             await call('POST', '/api/verifier/config/age/registration-cert/reissue', undefined, 400);
+        });
+    });
+
+    describe(`registrar.json in a configuration folder (${dialect})`, () => {
+        it('imports with its secret from a ${VAR} placeholder, and exports the secret as a placeholder again (SECRET_REQUIRED)', async () => {
+            const folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-registrar-'));
+            Fs.mkdirSync(Path.join(folder, 'ops'));
+            Fs.writeFileSync(Path.join(folder, 'ops', 'info.json'), JSON.stringify({ name: 'Operations' }));
+            Fs.writeFileSync(Path.join(folder, 'ops', 'registrar.json'), JSON.stringify({
+                registrarUrl: 'https://registrar.example.com/api', relyingPartyId: 'ops',
+                auth: { type: 'clientCredentials', tokenUrl: 'https://registrar.example.com/token', clientId: 'ops', clientSecret: '${OPS_REGISTRAR_SECRET}' }
+            }));
+            const t = await startTestServer(dialect, { manifest: manifestFor('hallmark-trust', 'hallmark-tenancy'), env: { CONFIG_FOLDER: folder, OPS_REGISTRAR_SECRET: 'ops-registrar-secret-0123456789' } });
+            try {
+                const ctx = { tenantId: 'ops', clientId: 'system:test', roles: [] };
+                const stored = await t.server.registry.get(ctx, registrarConfigKind);
+                expect(stored!.spec.auth).to.include({ clientSecret: 'ops-registrar-secret-0123456789' });
+                const exported = await t.server.registry.export(ctx);
+                expect(JSON.stringify(exported)).to.not.contain('ops-registrar-secret-0123456789');
+                const doc = exported.documents.find((d) => d.kind === 'RegistrarConfig')!;
+                expect(doc.path).to.equal('registrar.json');
+                expect(exported.requirements.filter((r) => r.resource === 'RegistrarConfig').map((r) => `${r.code} ${r.path}`)).to.equal(['SECRET_REQUIRED auth.clientSecret']);
+            }
+            finally {
+                await t.stop();
+                Fs.rmSync(folder, { recursive: true, force: true });
+            }
         });
     });
 }

@@ -6,6 +6,7 @@ import { benchKms } from './kms';
 import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
 import { benchStatusLists } from './status-lists';
+import { benchTrustLists } from './trust-lists';
 
 /** Runs every benchmark, or the ones named on the command line. */
 const benches: Record<string, () => Promise<void>> = {
@@ -16,7 +17,8 @@ const benches: Record<string, () => Promise<void>> = {
     authcode: benchAuthorizationCode,
     presentation: benchPresentation,
     sessions: benchSessions,
-    status: benchStatusLists
+    status: benchStatusLists,
+    trust: benchTrustLists
 };
 
 const main = async () => {

@@ -6,7 +6,8 @@ import { trustOptionsSchema, type TrustOptions } from './options';
 import { registrarRoutes } from './routes/registrar';
 import { attachRegistrationCerts, REFRESH_JOB as CERT_REFRESH_JOB, RegistrationCerts } from './services/registration-certs';
 import { attachRemoteTrustLists, REFRESH_JOB as LIST_REFRESH_JOB, RemoteTrustLists } from './services/remote-lists';
-import type { PresentationConfig } from '../../resources/presentation-config';
+import { presentationConfigKind, type PresentationConfig } from '../../resources/presentation-config';
+import { trustListKind } from '../../resources/trust-list';
 
 export type { TrustOptions } from './options';
 
@@ -52,6 +53,19 @@ export const plugin: Hapi.Plugin<TrustOptions> = {
             async run({ log: jobLog }) {
                 const result = await certs.refreshDue();
                 jobLog[result.refreshed || result.failed || result.removed ? 'info' : 'debug'](result, 'registration certificates refreshed');
+            }
+        });
+
+        // Work that a write makes due is started at once, off the request path: the first fetch of a remote list, and
+        // the registration certificate of a changed presentation configuration (spec 2.1: refreshed in the background).
+        server.registry.onChange(trustListKind, (tenantId, id) => {
+            if (tenantId) {
+                lists.prefetch(tenantId, id);
+            }
+        });
+        server.registry.onChange(presentationConfigKind, (tenantId, id) => {
+            if (tenantId) {
+                certs.refreshInBackground(tenantId, id);
             }
         });
 

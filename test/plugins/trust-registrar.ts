@@ -187,11 +187,14 @@ for (const dialect of DIALECTS) {
             expect(reissued.jwt).to.not.equal(jwt);
             expect((await requestObject('age')).claims.verifier_info[0].data).to.equal(reissued.jwt);
 
-            // A changed DCQL query clears the cache; the next request registers the new one.
+            // A changed DCQL query clears the cache (the old certificate is never shown or sent again) and a new one is
+            // registered in the background.
             await call('PATCH', '/api/verifier/config/age', { dcql_query: dcql('family_name') });
-            expect((await call('GET', '/api/verifier/config/age')).registrationCertCache).to.not.exist();
+            expect((await call('GET', '/api/verifier/config/age')).registrationCertCache?.jwt).to.not.equal(reissued.jwt);
             const renewed = (await requestObject('age')).claims.verifier_info[0].data;
+            expect(renewed).to.not.equal(reissued.jwt);
             expect(registrar.registrations.at(-1)!.body.credentials[0].claims).to.equal([{ path: ['family_name'] }]);
+            expect((await call('GET', '/api/verifier/config/age')).registrationCertCache.jwt).to.equal(renewed);
 
             // Background refresh before expiry.
             await t.server.jobs.runNow('registration-certs:refresh');

@@ -337,6 +337,23 @@ export class RegistrationCerts {
     }
 
     /**
+     * Spec 2.1: when registration_cert or dcql_query changes the cache is cleared and refreshed in the background. A
+     * configuration that was just written gets its certificate now (when the tenant has a registrar), unless the
+     * cached one still applies; failures are logged, and the next request or the refresh job tries again.
+     */
+    refreshInBackground(tenantId: string, configId: string): void {
+        void (async () => {
+            const config = (await this.deps.registry.get(systemContext(tenantId), presentationConfigKind, configId))?.spec;
+            const registrar = config && strategyOf(config) ? await this.registrar(tenantId) : undefined;
+            if (config && registrar && !await this.cached(tenantId, config)) {
+                await this.issue(tenantId, config, registrar);
+            }
+        })().catch((err: unknown) => {
+            this.deps.log.warn({ tenantId, presentationConfig: configId, err: (err as Error).message }, 'registration certificate could not be obtained after the configuration changed');
+        });
+    }
+
+    /**
      * The background refresh: certificates whose refresh time has come (refreshBeforeExpirySeconds before exp) are
      * requested again; rows of configurations or registrars that are gone are deleted.
      */

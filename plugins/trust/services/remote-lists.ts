@@ -227,6 +227,21 @@ export class RemoteTrustLists {
     }
 
     /**
+     * A list that was just written is fetched in the background, so the first presentation does not wait for it (and
+     * a wrong url or signer shows in the log at once). Failures are logged only: the list is then fetched at first use.
+     */
+    prefetch(tenantId: string, listId: string): void {
+        void (async () => {
+            const stored = await this.deps.registry.get({ tenantId, clientId: 'system:trust-lists', roles: [] }, trustListKind, listId);
+            if (stored?.spec.url) {
+                await this.refresh(tenantId, stored.spec);
+            }
+        })().catch((err: unknown) => {
+            this.deps.log.warn({ tenantId, trustList: listId, detail: err instanceof VerificationFailure ? err.detail : (err as Error).message }, 'remote trust list could not be loaded after it was written');
+        });
+    }
+
+    /**
      * The background refresh: every snapshot whose refresh time has come is fetched again; snapshots of lists that
      * are gone or no longer remote are deleted. Failures are logged and retried at the next run; the old snapshot
      * serves until its NextUpdate.

@@ -161,7 +161,13 @@ for (const dialect of DIALECTS) {
             await new Promise((resolve) => setTimeout(resolve, 1300));
             expect(await outcome(anchors, 'acme', [b64(pidLeaf)], [{ type: 'etsi_tl', values: [{ trustListId: 'short' }] }])).to.equal('trust_list_unavailable');
             expect(lists.hits.get('/short.xml')).to.equal(2);
+            expect(await t.server.db.knex('trust_list_snapshots').where({ tenantId: 'acme', listId: 'short' })).to.have.length(1);
             await call('DELETE', '/api/trust-lists/short', undefined, 204);
+            // The snapshot of a deleted list goes with it (in the background).
+            for (let i = 0; i < 50 && (await t.server.db.knex('trust_list_snapshots').where({ tenantId: 'acme', listId: 'short' })).length; i++) {
+                await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+            expect(await t.server.db.knex('trust_list_snapshots').where({ tenantId: 'acme', listId: 'short' })).to.have.length(0);
         });
 
         it('a server that is down or slow makes only the credentials that depend on its list fail, with trust_list_unavailable', async () => {
@@ -321,6 +327,21 @@ for (const dialect of DIALECTS) {
                 await expect(parseTrustList(body, signer, new Date())).to.reject();
             }
             await expect(parseTrustList(signTrustedList(trustedListXml([], new Date(Date.now() + HOUR)), rsa), [], new Date())).to.reject(Error, /no signerCertificates/);
+            // Expired signer certificate; two signatures; no NextUpdate.
+            const expired = await party('Expired operator', null, { ca: true, from: -3 * 86_400_000, to: -86_400_000 });
+            const ecXml = signTrustedList(trustedListXml([], new Date(Date.now() + HOUR)), { privateKey: expired.privateKey, certificate: expired.cert });
+            await expect(parseTrustList(ecXml, [expired.cert], new Date())).to.reject(Error, /expired or not yet valid/);
+            const once = signTrustedList(trustedListXml([], new Date(Date.now() + HOUR)), rsa);
+            await expect(parseTrustList(signTrustedList(once, rsa), signer, new Date())).to.reject(Error, /2 enveloped signatures/);
+            const noNextUpdate = signTrustedList(trustedListXml([], new Date(Date.now() + HOUR)).replace(/<tsl:NextUpdate>.*<\/tsl:NextUpdate>/, ''), rsa);
+            await expect(parseTrustList(noNextUpdate, signer, new Date())).to.reject(Error, /NextUpdate is missing/);
+            // JWS: not a LoTE, an unknown algorithm, an x5c that chains elsewhere, a payload that is not JSON.
+            const ec = [ecSigner.cert];
+            const jws = (payload: string, header: Jose.CompactJWSHeaderParameters, key: Crypto.KeyObject = ecSigner.privateKey) => new Jose.CompactSign(new TextEncoder().encode(payload)).setProtectedHeader(header).sign(key);
+            await expect(parseTrustList(await jws('{"x":1}', { alg: 'ES256' }), ec, new Date())).to.reject(Error, /not a list of trusted entities/);
+            await expect(parseTrustList(await jws('not json', { alg: 'ES256' }), ec, new Date())).to.reject(Error, /not JSON/);
+            await expect(parseTrustList(await jws('{}', { alg: 'HS256' }, Crypto.createSecretKey(Buffer.alloc(32))), ec, new Date())).to.reject(Error, /algorithm HS256/);
+            await expect(parseTrustList(await jws('{}', { alg: 'ES256', x5c: [b64(strangerLeaf)] }, strangerLeaf.privateKey), ec, new Date())).to.reject(Error, /does not chain to a signer/);
             const parsed = await parseTrustList(signTrustedList(trustedListXml([{ type: SVC.pidXml, certificates: [pidCa.cert] }], new Date(Date.now() + HOUR), 7), rsa), signer, new Date());
             expect(parsed).to.include({ format: 'etsi-tl-xml', sequence: 7 });
             expect(parsed.anchors).to.equal([{ certificate: pidCa.cert.toString('pem'), serviceType: 'pid-issuance' }]);

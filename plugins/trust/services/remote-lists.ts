@@ -227,7 +227,7 @@ export class RemoteTrustLists {
     }
 
     /**
-     * A list that was just written is fetched in the background, so the first presentation does not wait for it (and
+     * A list that was just written is fetched in the background (a deleted one loses its snapshot), so the first presentation does not wait for it (and
      * a wrong url or signer shows in the log at once). Failures are logged only: the list is then fetched at first use.
      */
     prefetch(tenantId: string, listId: string): void {
@@ -235,6 +235,11 @@ export class RemoteTrustLists {
             const stored = await this.deps.registry.get({ tenantId, clientId: 'system:trust-lists', roles: [] }, trustListKind, listId);
             if (stored?.spec.url) {
                 await this.refresh(tenantId, stored.spec);
+            }
+            else {
+                // Deleted, or no longer remote: its content must not linger.
+                this.memory.delete(`${tenantId}\u0000${listId}`);
+                await this.knex('trust_list_snapshots').where({ tenantId, listId }).delete();
             }
         })().catch((err: unknown) => {
             this.deps.log.warn({ tenantId, trustList: listId, detail: err instanceof VerificationFailure ? err.detail : (err as Error).message }, 'remote trust list could not be loaded after it was written');

@@ -75,7 +75,11 @@ export class TrustAnchors {
             if (authority.type === 'aki') {
                 const wanted = new Set(authority.values.filter((v): v is string => typeof v === 'string').map((v) => v.replace(/=+$/, '')));
                 const { anchors: candidates, unavailable: missing } = await all();
-                anchors.push(...await filterAnchors(candidates, async (certificate) => wanted.has(await keyIdentifier(certificate))));
+                for (const candidate of candidates) {
+                    if (wanted.has(await cachedKeyIdentifier(candidate.certificate) ?? '')) {
+                        anchors.push(candidate);
+                    }
+                }
                 unavailable.push(...missing);
                 continue;
             }
@@ -156,6 +160,28 @@ const thumbprint = (key: Record<string, unknown> | X509.PublicKey): string | und
     catch {
         return undefined;
     }
+};
+
+/** Key identifiers by certificate PEM: a list of hundreds of anchors is not hashed again for every query. */
+const keyIdentifiers = new Map<string, string>();
+const KEY_IDENTIFIERS_MAX = 10_000;
+
+/** undefined for an entry that does not parse: it matches nothing. */
+const cachedKeyIdentifier = async (pem: string): Promise<string | undefined> => {
+    let id = keyIdentifiers.get(pem);
+    if (id === undefined) {
+        try {
+            id = await keyIdentifier(new X509.X509Certificate(pem));
+        }
+        catch {
+            return undefined;
+        }
+        if (keyIdentifiers.size >= KEY_IDENTIFIERS_MAX) {
+            keyIdentifiers.delete(keyIdentifiers.keys().next().value as string);
+        }
+        keyIdentifiers.set(pem, id);
+    }
+    return id;
 };
 
 const filterAnchors = async (anchors: TrustAnchor[], keep: (certificate: X509.X509Certificate) => Promise<boolean>): Promise<TrustAnchor[]> => {

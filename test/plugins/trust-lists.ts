@@ -342,6 +342,16 @@ for (const dialect of DIALECTS) {
             await expect(parseTrustList(await jws('not json', { alg: 'ES256' }), ec, new Date())).to.reject(Error, /not JSON/);
             await expect(parseTrustList(await jws('{}', { alg: 'HS256' }, Crypto.createSecretKey(Buffer.alloc(32))), ec, new Date())).to.reject(Error, /algorithm HS256/);
             await expect(parseTrustList(await jws('{}', { alg: 'ES256', x5c: [b64(strangerLeaf)] }, strangerLeaf.privateKey), ec, new Date())).to.reject(Error, /does not chain to a signer/);
+            // Odd shapes inside a LoTE are skipped, never trusted: only the well-formed, in-force service counts.
+            const odd = JSON.stringify({ LoTE: { ListAndSchemeInformation: { NextUpdate: new Date(Date.now() + HOUR).toISOString(), LoTESequenceNumber: 3 }, TrustedEntitiesList: [
+                'entity', { TrustedEntityServices: 'x' }, { TrustedEntityServices: [null, { ServiceInformation: 'x' }, { ServiceInformation: { ServiceTypeIdentifier: SVC.pidLote, ServiceStatus: 'http://uri.etsi.org/TrstSvc/TrustedList/Svcstatus/withdrawn', ServiceDigitalIdentity: { X509Certificates: [{ val: b64(strangerCa) }] } } },
+                    { ServiceInformation: { ServiceTypeIdentifier: 7, ServiceDigitalIdentity: { X509Certificates: [{ val: 5 }, 'x', { val: '!!' }, { val: b64(qcCa) }] } } },
+                    { ServiceInformation: { ServiceTypeIdentifier: SVC.pidLote, ServiceDigitalIdentity: { X509Certificates: [{ val: b64(pidCa) }] } } }] }
+            ] } });
+            const oddList = await parseTrustList(await jws(odd, { alg: 'ES256' }), ec, new Date());
+            expect(oddList).to.include({ format: 'lote-jwt', sequence: 3 });
+            const derOf = (text: string) => Buffer.from(new X509.X509Certificate(text).rawData).toString('base64');
+            expect(oddList.anchors.map((a) => [a.serviceType, derOf(a.certificate)])).to.equal([['other', b64(qcCa)], ['pid-issuance', b64(pidCa)]]);
             const parsed = await parseTrustList(signTrustedList(trustedListXml([{ type: SVC.pidXml, certificates: [pidCa.cert] }], new Date(Date.now() + HOUR), 7), rsa), signer, new Date());
             expect(parsed).to.include({ format: 'etsi-tl-xml', sequence: 7 });
             expect(parsed.anchors).to.equal([{ certificate: pidCa.cert.toString('pem'), serviceType: 'pid-issuance' }]);

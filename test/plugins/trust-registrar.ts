@@ -222,6 +222,13 @@ for (const dialect of DIALECTS) {
 
             await call('POST', '/api/verifier/config', { id: 'unknown-id', accessKeyChainId: 'verifier', dcql_query: dcql(), registration_cert: { id: 'rc-missing' } });
             await call('POST', '/api/verifier/config/unknown-id/registration-cert/reissue', undefined, 503);
+
+            // An imported certificate that expired, or that is no JWT at all.
+            const expired = await new Jose.SignJWT({ sub: 'acme-rp' }).setProtectedHeader({ alg: 'ES256', typ: 'rc-wrp+jwt', x5c: [Buffer.from(registrarSigner.cert.rawData).toString('base64')] }).setExpirationTime(Math.floor(Date.now() / 1000) - 60).sign(registrarSigner.privateKey);
+            await call('POST', '/api/verifier/config', { id: 'expired', accessKeyChainId: 'verifier', dcql_query: dcql(), registration_cert: { jwt: expired } });
+            await call('POST', '/api/verifier/config/expired/registration-cert/reissue', undefined, 503);
+            await call('POST', '/api/verifier/config', { id: 'not-jwt', accessKeyChainId: 'verifier', dcql_query: dcql(), registration_cert: { jwt: 'not a jwt' } });
+            await call('POST', '/api/verifier/config/not-jwt/registration-cert/reissue', undefined, 503);
         });
 
         it('reissue: 404 for an unknown configuration, 400 without registration_cert; registrar down 503; no registrar configuration, no certificate', async () => {

@@ -1,9 +1,7 @@
 import Crypto from 'node:crypto';
 import * as X509 from '@peculiar/x509';
-import { DOMParser } from '@xmldom/xmldom';
 import * as Jose from 'jose';
 import { SignedXml } from 'xml-crypto';
-import * as XPath from 'xpath';
 import { VerificationFailure } from '../../../lib/verify/failures';
 import { verifyCertificateChain, type TrustAnchor } from '../../../lib/verify/trust';
 import { derBase64ToPem, serviceTypeOf, statusInForce } from './service-types';
@@ -63,7 +61,32 @@ export const signedXml = (options: ConstructorParameters<typeof SignedXml>[0]): 
     return sig;
 };
 
-const parseXml = (xml: string): Document => {
+/**
+ * The little of the DOM this module reads. @xmldom/xmldom is loaded without its type declarations: they pull the
+ * whole DOM library (`lib: dom`) into the project's types, which changes globals such as Headers and Crypto for
+ * every other file.
+ */
+interface XmlNode {
+    nodeType: number;
+    localName?: string | null;
+    namespaceURI?: string | null;
+    textContent?: string | null;
+    childNodes: ArrayLike<XmlNode>;
+}
+
+interface XmlDocument extends XmlNode {
+    documentElement: XmlNode | null;
+}
+
+interface XmlParser {
+    parseFromString(source: string, mimeType: string): XmlDocument | undefined;
+}
+
+const { DOMParser } = require('@xmldom/xmldom') as { DOMParser: new (options: object) => XmlParser };
+
+const ELEMENT_NODE = 1;
+
+const parseXml = (xml: string): XmlNode => {
     // No DTDs: xmldom does not fetch external entities, but a DOCTYPE has no business in a trusted list and is how
     // entity expansion attacks start.
     if (/<!DOCTYPE/i.test(xml)) {
@@ -80,17 +103,29 @@ const parseXml = (xml: string): Document => {
     if (problems.length || !doc?.documentElement) {
         throw new TrustListError(`the XML does not parse: ${problems[0] ?? 'no document element'}`);
     }
-    return doc as unknown as Document;
+    return doc.documentElement;
 };
 
-const text = (node: Node | undefined): string | undefined => {
+/** The child elements of `node` with the local name `name` (any namespace prefix; the root's namespace is checked). */
+const children = (node: XmlNode, name: string): XmlNode[] => {
+    const found: XmlNode[] = [];
+    for (let i = 0; i < node.childNodes.length; i++) {
+        const child = node.childNodes[i]!;
+        if (child.nodeType === ELEMENT_NODE && child.localName === name) {
+            found.push(child);
+        }
+    }
+    return found;
+};
+
+/** The elements at a path of local names below `node`. */
+const path = (node: XmlNode, ...names: string[]): XmlNode[] =>
+    names.reduce<XmlNode[]>((nodes, name) => nodes.flatMap((n) => children(n, name)), [node]);
+
+const text = (node: XmlNode | undefined): string | undefined => {
     const value = node?.textContent?.trim();
     return value ? value : undefined;
 };
-
-const select = (expression: string, node: Node): Node[] => XPath.select(expression, node) as Node[];
-
-const local = (name: string) => `*[local-name()='${name}']`;
 
 const parseDate = (value: string | undefined, what: string): Date => {
     const date = value ? new Date(value) : undefined;
@@ -114,20 +149,19 @@ const usableSigners = (signers: X509.X509Certificate[], now: Date): X509.X509Cer
 /** ETSI TS 119 612: checks the enveloped signature against the signer certificates and reads the services. */
 export const parseEtsiTrustedList = (xml: string, signers: X509.X509Certificate[], now: Date): ParsedTrustList => {
     const candidates = usableSigners(signers, now);
-    const doc = parseXml(xml);
-    const root = doc.documentElement;
+    const root = parseXml(xml);
     if (root.localName !== 'TrustServiceStatusList' || root.namespaceURI !== TSL_NAMESPACE) {
         throw new TrustListError('the XML is not an ETSI TS 119 612 TrustServiceStatusList');
     }
-    const signatures = select(`/*/*[local-name()='Signature' and namespace-uri()='${DSIG_NAMESPACE}']`, doc);
+    const signatures = children(root, 'Signature').filter((node) => node.namespaceURI === DSIG_NAMESPACE);
     if (signatures.length !== 1) {
         throw new TrustListError(`the trusted list has ${signatures.length} enveloped signatures (exactly one expected)`);
     }
-    let signedRoot: Element | undefined;
+    let signedRoot: XmlNode | undefined;
     for (const signer of candidates) {
         const sig = signedXml({ publicCert: signer.toString('pem'), getCertFromKeyInfo: () => null });
         try {
-            sig.loadSignature(signatures[0]!);
+            sig.loadSignature(signatures[0] as never);
             if (!sig.checkSignature(xml)) {
                 continue;
             }
@@ -139,7 +173,7 @@ export const parseEtsiTrustedList = (xml: string, signers: X509.X509Certificate[
         // The whole list must be covered: one signed reference is the TrustServiceStatusList itself.
         for (const reference of sig.getSignedReferences()) {
             try {
-                const element = parseXml(reference).documentElement;
+                const element = parseXml(reference);
                 if (element.localName === 'TrustServiceStatusList' && element.namespaceURI === TSL_NAMESPACE) {
                     signedRoot = element;
                 }
@@ -156,22 +190,21 @@ export const parseEtsiTrustedList = (xml: string, signers: X509.X509Certificate[
         throw new TrustListError('the signature of the trusted list does not verify with any signer certificate, or does not cover the list');
     }
 
-    const scheme = select(`./${local('SchemeInformation')}`, signedRoot)[0];
+    const scheme = children(signedRoot, 'SchemeInformation')[0];
     if (!scheme) {
         throw new TrustListError('the trusted list has no SchemeInformation');
     }
-    const nextUpdate = parseDate(text(select(`./${local('NextUpdate')}/${local('dateTime')}`, scheme)[0]), 'NextUpdate');
-    const issuedText = text(select(`./${local('ListIssueDateTime')}`, scheme)[0]);
-    const sequence = Number(text(select(`./${local('TSLSequenceNumber')}`, scheme)[0]));
+    const nextUpdate = parseDate(text(path(scheme, 'NextUpdate', 'dateTime')[0]), 'NextUpdate');
+    const issuedText = text(children(scheme, 'ListIssueDateTime')[0]);
+    const sequence = Number(text(children(scheme, 'TSLSequenceNumber')[0]));
 
     const anchors: TrustAnchor[] = [];
-    const services = select(`./${local('TrustServiceProviderList')}/${local('TrustServiceProvider')}/${local('TSPServices')}/${local('TSPService')}/${local('ServiceInformation')}`, signedRoot);
-    for (const service of services) {
-        if (!statusInForce(text(select(`./${local('ServiceStatus')}`, service)[0]) ?? '')) {
+    for (const service of path(signedRoot, 'TrustServiceProviderList', 'TrustServiceProvider', 'TSPServices', 'TSPService', 'ServiceInformation')) {
+        if (!statusInForce(text(children(service, 'ServiceStatus')[0]) ?? '')) {
             continue;
         }
-        const serviceType = serviceTypeOf(text(select(`./${local('ServiceTypeIdentifier')}`, service)[0]));
-        for (const cert of select(`./${local('ServiceDigitalIdentity')}/${local('DigitalId')}/${local('X509Certificate')}`, service)) {
+        const serviceType = serviceTypeOf(text(children(service, 'ServiceTypeIdentifier')[0]));
+        for (const cert of path(service, 'ServiceDigitalIdentity', 'DigitalId', 'X509Certificate')) {
             const pem = derBase64ToPem(text(cert) ?? '');
             if (pem) {
                 anchors.push({ certificate: pem, serviceType });

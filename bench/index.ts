@@ -8,6 +8,7 @@ import { benchKms } from './kms';
 import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
 import { benchStatusLists } from './status-lists';
+import { benchTrustLists } from './trust-lists';
 
 /** Runs every benchmark, or the ones named on the command line. */
 const benches: Record<string, () => Promise<void>> = {
@@ -21,7 +22,8 @@ const benches: Record<string, () => Promise<void>> = {
     status: benchStatusLists,
     bundles: benchBundles,
     iso18013: benchIso18013,
-    dcapi: benchDcApi
+    dcapi: benchDcApi,
+    trust: benchTrustLists
 };
 
 const main = async () => {

@@ -25,6 +25,7 @@ import * as sessions from '../plugins/sessions';
 import type { SessionsOptions } from '../plugins/sessions/options';
 import * as status from '../plugins/status';
 import * as tenancy from '../plugins/tenancy';
+import * as trust from '../plugins/trust';
 import type { TenancyOptions } from '../plugins/tenancy/options';
 
 /**
@@ -94,6 +95,7 @@ export const manifest = (config: Config): Manifest => {
             { plugin: oid4vp.plugin, options: { publicUrl } satisfies Oid4vpOptions },
             { plugin: iso18013.plugin, options: { publicUrl } satisfies iso18013.Iso18013Options },
             { plugin: bundles.plugin, options: { variables: config.configImport.variables } satisfies Partial<bundles.BundlesOptions> },
+            { plugin: trust.plugin },
             { plugin: docs.plugin },
             { plugin: consolePlugin.plugin, options: { oidcIssuer: config.auth.oidc?.issuer } satisfies consolePlugin.ConsoleOptions }
         ]

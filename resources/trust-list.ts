@@ -4,8 +4,10 @@ import type { ResourceKind } from '../lib/registry/kind';
 
 /*
  * Trust list (contract "Resource bodies" → Trust list): the certificates a verifier trusts, given inline as entities
- * and/or as the URL of an ETSI TS 119 612 trusted list (XML) or a JWT list of trusted entities. A credential verifies
- * when its x5c chain ends in a certificate of a pid-issuance or eaa-issuance entry.
+ * and/or as the URL of an ETSI TS 119 612 trusted list (XML) or a JWT list of trusted entities (ETSI TS 119 602). A
+ * credential verifies when its x5c chain ends in a certificate of a pid-issuance or eaa-issuance entry. A url list
+ * counts only once its signature verifies with one of signerCertificates and before its NextUpdate (plugins/trust,
+ * docs/trust.md); until then, and without signer certificates, it is unavailable (trust_list_unavailable).
  */
 
 export const TRUST_LIST_SERVICE_TYPES = ['pid-issuance', 'eaa-issuance', 'wallet-provider', 'other'] as const;
@@ -71,7 +73,8 @@ export const trustListSchema = Joi.object<TrustList, true>({
     entities: Joi.array().items(trustListEntitySchema).description('Trusted entities and their certificates'),
     url: Joi.string().uri({ scheme: ['http', 'https'] }).max(2048)
         .description('An ETSI TS 119 612 trusted list (XML) or a JWT list of trusted entities'),
-    signerCertificates: Joi.array().items(pemCertificateSchema).description('Certificates that may sign the list at url')
+    signerCertificates: Joi.array().items(pemCertificateSchema)
+        .description('Certificates that may sign the list at url (the scheme operator\'s); a url list without them is never trusted')
 }).custom((list: TrustList, helpers) => (list.entities?.length || list.url ? list : helpers.error(NO_SOURCE)), 'entities or url')
     .messages({ [NO_SOURCE]: '{{#label}} needs at least one entity or a url' })
     .label('TrustList');

@@ -10,8 +10,11 @@ import { VerificationFailure } from './failures';
  * chains must end at a `wallet-provider` entry, without carrying it, from a leaf that is not self-signed (HAIP).
  *
  * Anchors are plain data (a PEM and the service type of the entry it came from), so entities configured inline,
- * ETSI TS 119 612 lists or JWT lists of trusted entities fetched later all flatten into the same array. Whoever
- * loads a remote list reports trust_list_unavailable itself when it cannot; this module never fetches anything.
+ * ETSI TS 119 612 lists or JWT lists of trusted entities fetched from a url all flatten into the same array. This
+ * module never fetches anything: whoever loads the lists marks the anchor array with the lists it could not load
+ * (withUnavailable), and a chain that then finds no trusted anchor fails with trust_list_unavailable instead of
+ * no_trust_chain_to_root / trust_chain_not_trusted, because the missing list might have trusted it (spec 7.2: fail
+ * closed, and only for the credentials that depend on the list).
  */
 
 export type TrustServiceType = 'pid-issuance' | 'eaa-issuance' | 'wallet-provider' | 'other';
@@ -30,6 +33,32 @@ export interface TrustedChain {
     /** The anchor the chain ends in (an entry of one of the accepted service types). */
     anchor: TrustAnchor;
 }
+
+const UNAVAILABLE = Symbol('unavailable trust lists');
+
+/** The anchors, marked with why the lists that should have added to them could not be loaded (none: unmarked). */
+export const withUnavailable = (anchors: TrustAnchor[], reasons: string[]): TrustAnchor[] => {
+    if (reasons.length) {
+        Object.defineProperty(anchors, UNAVAILABLE, { value: [...reasons], enumerable: false });
+    }
+    return anchors;
+};
+
+/** The reasons withUnavailable attached (empty when every list that applies was loaded). */
+export const unavailableLists = (anchors: TrustAnchor[]): string[] => (anchors as { [UNAVAILABLE]?: string[] })[UNAVAILABLE] ?? [];
+
+/**
+ * The key identifier of a certificate (HAIP `aki` trusted authorities match it): its SubjectKeyIdentifier, or
+ * without one the SHA-1 of its subjectPublicKey (RFC 5280 4.2.1.2 method 1), as base64url.
+ */
+export const keyIdentifier = async (certificate: X509.X509Certificate): Promise<string> => {
+    const ski = certificate.getExtension(X509.SubjectKeyIdentifierExtension);
+    if (ski) {
+        return Buffer.from(ski.keyId, 'hex').toString('base64url');
+    }
+    const computed = await X509.SubjectKeyIdentifierExtension.create(certificate.publicKey);
+    return Buffer.from(computed.keyId, 'hex').toString('base64url');
+};
 
 /** Service types whose certificates may issue credentials. */
 export const ISSUANCE_SERVICE_TYPES: readonly TrustServiceType[] = ['pid-issuance', 'eaa-issuance'];
@@ -185,8 +214,15 @@ const buildChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor
         }
     }
     const parsedAnchors = parseAnchors(anchors);
+    // A trust failure while a list that applies could not be loaded: that list might have trusted the chain.
+    const untrusted = (code: 'no_trust_chain_to_root' | 'trust_chain_not_trusted', detail: string): VerificationFailure => {
+        const missing = unavailableLists(anchors);
+        return missing.length
+            ? VerificationFailure.coded('trust_list_unavailable', `${missing.join('; ')} (without it: ${detail})`)
+            : VerificationFailure.coded(code, detail);
+    };
     if (!parsedAnchors.length) {
-        throw VerificationFailure.coded('no_trust_chain_to_root', 'no trust anchors apply');
+        throw untrusted('no_trust_chain_to_root', 'no trust anchors apply');
     }
 
     const paths: Path[] = [];
@@ -203,11 +239,11 @@ const buildChain = async (x5c: string[] | undefined | null, anchors: TrustAnchor
         }
     }
     if (!paths.length) {
-        throw VerificationFailure.coded('no_trust_chain_to_root', `no path to a trust anchor (${describe(chain[chain.length - 1]!)})`);
+        throw untrusted('no_trust_chain_to_root', `no path to a trust anchor (${describe(chain[chain.length - 1]!)})`);
     }
     let trusted = paths.filter((p) => serviceTypes.includes(p.anchor.anchor.serviceType));
     if (!trusted.length) {
-        throw VerificationFailure.coded('trust_chain_not_trusted', `the chain ends at ${[...new Set(paths.map((p) => p.anchor.anchor.serviceType))].join(', ')} entries only`);
+        throw untrusted('trust_chain_not_trusted', `the chain ends at ${[...new Set(paths.map((p) => p.anchor.anchor.serviceType))].join(', ')} entries only`);
     }
     if (anchorExcluded) {
         // Only paths to an anchor the x5c does not carry count (a list may hold a root and its intermediate too).

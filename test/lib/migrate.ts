@@ -46,7 +46,8 @@ const RELEASED = [
     '20261126_0009_status_allocations',
     '20261126_0010_status_token_forms',
     '20261126_0011_deferred_issuance',
-    '20261126_0012_config_bundles'
+    '20261126_0012_config_bundles',
+    '20261126_0015_trust'
 ];
 
 describe('plugin migrations', () => {
@@ -58,7 +59,7 @@ describe('plugin migrations', () => {
         const names = async (...plugins: string[]) => (await manifestMigrations(defaultManifestOnly('subset', ...plugins))).map((m) => m.name);
         expect(await names('hallmark-core')).to.equal(['20261125_0001_foundation']);
         expect(await names('hallmark-core', 'hallmark-oauth2')).to.equal(['20261125_0001_foundation', '20261125_0002_auth', '20261125_0007_client_lockout_in_memory']);
-        expect(await names('hallmark-core', 'hallmark-oauth2', 'hallmark-sessions')).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms', '20261126_0011_deferred_issuance', '20261126_0012_config_bundles'].includes(n)));
+        expect(await names('hallmark-core', 'hallmark-oauth2', 'hallmark-sessions')).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms', '20261126_0011_deferred_issuance', '20261126_0012_config_bundles', '20261126_0015_trust'].includes(n)));
     });
 });
 
@@ -74,7 +75,7 @@ for (const dialect of DIALECTS) {
                 for (const table of ['kms_db_keys', 'key_chain_keys', 'tenant_cas']) {
                     expect(await knex.schema.hasTable(table), table).to.be.false();
                 }
-                expect((await knex('knex_migrations').orderBy('name').pluck('name'))).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms', '20261126_0011_deferred_issuance', '20261126_0012_config_bundles'].includes(n)));
+                expect((await knex('knex_migrations').orderBy('name').pluck('name'))).to.equal(RELEASED.filter((n) => !['20261125_0003_kms', '20261126_0008_status_lists', '20261126_0009_status_allocations', '20261126_0010_status_token_forms', '20261126_0011_deferred_issuance', '20261126_0012_config_bundles', '20261126_0015_trust'].includes(n)));
             }
             finally {
                 await t.stop();

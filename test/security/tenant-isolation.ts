@@ -71,7 +71,10 @@ const makeFixtures = async (server: Hapi.Server, adminToken: string, tenantId: s
     await create('/api/issuer/webhook-endpoints', { id: ids.webhookEndpointId, name: 'Backend', url: 'https://hooks.example.com/in', auth: { type: 'apiKey', config: { headerName: 'X-Key', value: 'secret-value' } } });
     await create('/api/trust-lists', { id: ids.trustListId, entities: [{ serviceType: 'pid-issuance', certificates: [chain.rootCertificate] }] });
     await create('/api/status-lists', { id: ids.statusListId, capacity: 16 });
-    await create('/api/verifier/config', { id: ids.presentationConfigId, dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] } });
+    // An imported registration certificate and a registrar configuration, so the reissue route has something to do.
+    const registrationJwt = ['{"alg":"ES256","typ":"rc-wrp+jwt"}', `{"sub":"${tenantId}"}`, 'sig'].map((part) => Buffer.from(part).toString('base64url')).join('.');
+    await create('/api/verifier/config', { id: ids.presentationConfigId, dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] }, registration_cert: { jwt: registrationJwt } });
+    expect((await server.inject({ method: 'PUT', url: '/api/registrar/config', headers: bearer(adminToken), payload: { registrarUrl: 'https://registrar.example.com/api', auth: { type: 'none' } } })).statusCode).to.equal(200);
     // A finished session: its event stream answers one event and closes, so inject returns.
     const session = await server.sessions.create({ tenantId, type: 'issuance', status: 'completed' });
     // The bundle routes: a file-managed resource to detach, an interrupted import to acknowledge.
@@ -103,6 +106,7 @@ const TARGETS: Record<string, (f: Fixtures) => Record<string, string>> = {
     '/api/trust-lists/{id}': (f) => ({ id: f.trustListId }),
     '/api/status-lists/{id}': (f) => ({ id: f.statusListId }),
     '/api/verifier/config/{id}': (f) => ({ id: f.presentationConfigId }),
+    '/api/verifier/config/{id}/registration-cert/reissue': (f) => ({ id: f.presentationConfigId }),
     '/api/session/{id}': (f) => ({ id: f.sessionId }),
     '/api/session/{id}/events': (f) => ({ id: f.sessionId }),
     '/api/session/{id}/logs': (f) => ({ id: f.sessionId }),
@@ -137,7 +141,8 @@ const BODIES: Record<string, unknown> = {
     'POST /api/config-bundles/operations/{id}/acknowledge-interruption': null,
     'POST /api/config-bundles/resources/{kind}/{id}/detach': null,
     'POST /api/issuer/deferred/{transactionId}/complete': { claims: { given_name: 'taken over' } },
-    'POST /api/issuer/deferred/{transactionId}/fail': { error: 'taken over' }
+    'POST /api/issuer/deferred/{transactionId}/fail': { error: 'taken over' },
+    'POST /api/verifier/config/{id}/registration-cert/reissue': null
 };
 
 const scopesOf = (route: Hapi.RequestRoute): string[] => {

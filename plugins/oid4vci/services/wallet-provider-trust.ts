@@ -10,7 +10,12 @@ import { verifyCertificateChain, type TrustAnchor } from '../../../lib/verify/tr
  * (`invalid_client`, `invalid_proof`), so failures are built by the caller's `fail`.
  */
 
-/** The trust anchors of a tenant (every trust list entry; only wallet-provider ones are accepted here). */
+/**
+ * The trust anchors of a tenant (every trust list entry; only wallet-provider ones are accepted here): the TrustAnchors
+ * of the verifier side, so inline entities and remote lists (ETSI TS 119 612 XML and TS 119 602 JWT lists of wallet
+ * providers, loaded by the trust plugin) decide here exactly as for credentials. A remote list that cannot be loaded
+ * fails only the attestations that no other anchor trusts, with trust_list_unavailable.
+ */
 export interface WalletProviderTrust {
     forQuery(tenantId: string, trustedAuthorities: undefined): Promise<TrustAnchor[]>;
 }

@@ -14,6 +14,7 @@ import { presentationConfigKind, skewSecondsSchema, withTenantUrl, type ClientId
 import { checkTransactionDataCredentialIds, transactionDataEntrySchema, type TransactionData } from '../../../resources/presentation/transaction-data';
 import { webhookEndpointKind } from '../../../resources/webhook-endpoint';
 import type { SigningService } from '../../kms/services/signing';
+import { registrationCertsOf } from '../../trust/services/registration-certs';
 
 export interface InlineWebhook extends WebhookTarget {
     includeRawTokensFor?: string[];
@@ -311,7 +312,8 @@ export class PresentationRequests {
         const expectedOrigins = request.expected_origins.map((o) => new URL(o).origin);
         const withOrigins: PresentationData = { ...data, protocol: 'dc-api', expectedOrigins };
         const session = await this.openSession(ctx, request, prepared, walletNonce, withOrigins);
-        const { response_uri: _uri, state: _state, ...payload } = this.requestPayload(withOrigins, walletNonce);
+        const verifierInfo = await this.verifierInfo(ctx.tenantId, request.requestId);
+        const { response_uri: _uri, state: _state, ...payload } = this.requestPayload(withOrigins, walletNonce, undefined, verifierInfo);
         const jwt = await this.deps.signing.jws(ctx.tenantId, data.accessKeyChainId, {
             header: { typ: REQUEST_OBJECT_TYP },
             payload: { ...payload, response_mode: 'dc_api.jwt', expected_origins: expectedOrigins }
@@ -331,12 +333,18 @@ export class PresentationRequests {
         if (!['active', 'fetched'].includes(session.status)) {
             throw new OAuthError(400, 'invalid_request', 'The presentation offer has already been used');
         }
+        const verifierInfo = session.requestId ? await this.verifierInfo(session.tenantId, session.requestId) : undefined;
         await this.deps.sessions.transition(session.id, ['active'], 'fetched');
-        return this.deps.signing.jws(session.tenantId, data.accessKeyChainId, { header: { typ: REQUEST_OBJECT_TYP }, payload: this.requestPayload(data, session.walletNonce!, walletNonceParam) });
+        return this.deps.signing.jws(session.tenantId, data.accessKeyChainId, { header: { typ: REQUEST_OBJECT_TYP }, payload: this.requestPayload(data, session.walletNonce!, walletNonceParam, verifierInfo) });
+    }
+
+    /** The registration certificate (spec 2.1, plugins/trust): only when the tenant has a registrar configuration. */
+    private verifierInfo(tenantId: string, configId: string): Promise<Array<{ format: string; data: string }> | undefined> {
+        return registrationCertsOf(this.deps.registry)?.verifierInfo(tenantId, configId) ?? Promise.resolve(undefined);
     }
 
     /** The request object's claims (OpenID4VP 1.0 section 5, HAIP): the redirect form; the DC API drops response_uri and state. */
-    private requestPayload(data: PresentationData, walletNonce: string, walletNonceParam?: string): Record<string, unknown> {
+    private requestPayload(data: PresentationData, walletNonce: string, walletNonceParam?: string, verifierInfo?: Array<{ format: string; data: string }>): Record<string, unknown> {
         const now = Math.floor(Date.now() / 1000);
         return {
             iss: data.clientId,
@@ -350,6 +358,7 @@ export class PresentationRequests {
             ...(walletNonceParam ? { wallet_nonce: walletNonceParam } : {}),
             dcql_query: data.dcqlQuery,
             ...(data.transactionData ? { transaction_data: data.transactionData } : {}),
+            ...(verifierInfo ? { verifier_info: verifierInfo } : {}),
             client_metadata: {
                 jwks: { keys: [data.encryptionKey.publicJwk] },
                 encrypted_response_enc_values_supported: ['A128GCM', 'A256GCM'],

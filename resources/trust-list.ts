@@ -1,6 +1,7 @@
 import * as X509 from '@peculiar/x509';
 import Joi from 'joi';
 import type { ResourceKind } from '../lib/registry/kind';
+import { errorAt } from './shared/custom-rules';
 
 /*
  * Trust list (contract "Resource bodies" → Trust list): the certificates a verifier trusts, given inline as entities
@@ -65,6 +66,18 @@ export const trustListEntitySchema = Joi.object<TrustListEntity, true>({
 }).label('TrustListEntity');
 
 const NO_SOURCE = 'trustList.noSource';
+const NO_SIGNERS = 'trustList.noSigners';
+
+/**
+ * Entities or a url; a url list names the certificates that may sign it, for without them it could never be trusted
+ * (refused rather than stored without effect). An object rule, so a PATCH of the url alone keeps the stored signers.
+ */
+const checkSources = (list: TrustList, helpers: Joi.CustomHelpers): TrustList | Joi.ErrorReport => {
+    if (!list.entities?.length && !list.url) {
+        return helpers.error(NO_SOURCE);
+    }
+    return list.url && !list.signerCertificates?.length ? errorAt(helpers, NO_SIGNERS, {}, 'signerCertificates') : list;
+};
 
 export const trustListSchema = Joi.object<TrustList, true>({
     id: Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, 'trust list id').required()
@@ -73,10 +86,10 @@ export const trustListSchema = Joi.object<TrustList, true>({
     entities: Joi.array().items(trustListEntitySchema).description('Trusted entities and their certificates'),
     url: Joi.string().uri({ scheme: ['http', 'https'] }).max(2048)
         .description('An ETSI TS 119 612 trusted list (XML) or a JWT list of trusted entities'),
-    signerCertificates: Joi.array().items(pemCertificateSchema)
-        .description('Certificates that may sign the list at url (the scheme operator\'s); a url list without them is never trusted')
-}).custom((list: TrustList, helpers) => (list.entities?.length || list.url ? list : helpers.error(NO_SOURCE)), 'entities or url')
-    .messages({ [NO_SOURCE]: '{{#label}} needs at least one entity or a url' })
+    signerCertificates: Joi.array().items(pemCertificateSchema).min(1)
+        .description('Certificates that may sign the list at url (the scheme operator\'s); required with url')
+}).custom(checkSources, 'entities or url, and a url\'s signers')
+    .messages({ [NO_SOURCE]: '{{#label}} needs at least one entity or a url', [NO_SIGNERS]: '{{#at}} is required with url: the certificates that may sign the list' })
     .label('TrustList');
 
 export const trustListKind: ResourceKind<TrustList> = {

@@ -38,3 +38,6 @@ export const party = async (name: string, issuer: Party | null, options: { ca?: 
     const privateJwk = await subtle.exportKey('jwk', keys.privateKey) as Crypto.JsonWebKey;
     return { keys, cert, privateJwk, privateKey: Crypto.createPrivateKey({ key: privateJwk, format: 'jwk' }) };
 };
+
+/** A real CA certificate (PEM): the demo tenant's root, for lists that need a signer certificate but are never fetched. */
+export const DEMO_ROOT_PEM: string = (JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '../../examples/config/demo/trust-lists/demo.json'), 'utf8')) as { spec: { entities: Array<{ certificates: string[] }> } }).spec.entities[0]!.certificates[0]!;

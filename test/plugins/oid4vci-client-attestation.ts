@@ -10,7 +10,7 @@ import { TrustAnchors } from '../../plugins/oid4vp/services/trust-anchors';
 import { ClientAttestationVerifier, clientAttestationMetadata, hasClientAttestation, type ClientAttestationInput } from '../../plugins/oid4vci/services/client-attestation';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { party, type Party } from '../helpers/pki';
+import { DEMO_ROOT_PEM, party, type Party } from '../helpers/pki';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
 
 export const lab = Lab.script();
@@ -526,7 +526,7 @@ for (const dialect of DIALECTS) {
                 const fromOther = attestation({ signer: otherSigner, x5c: [otherSigner] });
                 const headers = () => ({ 'oauth-client-attestation': fromOther, 'oauth-client-attestation-pop': pop({ claims: { aud: OTHER_ISSUER } }) });
                 await verifier.authenticate({ tenantId: 'other', issuer: OTHER_ISSUER, headers: headers() });
-                const res = await t.server.inject({ method: 'POST', url: '/api/trust-lists', headers: bearer(admin), payload: { id: 'remote', url: 'https://tl.example.eu/tsl.xml' } });
+                const res = await t.server.inject({ method: 'POST', url: '/api/trust-lists', headers: bearer(admin), payload: { id: 'remote', url: 'https://tl.example.eu/tsl.xml', signerCertificates: [DEMO_ROOT_PEM] } });
                 expect(res.statusCode, res.payload).to.equal(201);
                 // Trusted by the tenant's inline list: the list that cannot be loaded changes nothing (docs/trust.md).
                 await verifier.authenticate({ tenantId: 'other', issuer: OTHER_ISSUER, headers: headers() });

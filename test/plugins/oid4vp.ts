@@ -7,6 +7,7 @@ import { issueSdJwtVc } from '../../plugins/oid4vci/formats/sd-jwt';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import { DEMO_ROOT_PEM } from '../helpers/pki';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -106,7 +107,7 @@ for (const dialect of DIALECTS) {
         });
 
         it('fails closed with trust_list_unavailable when a remote trust list applies, which cannot be loaded', async () => {
-            const create = await t.server.inject({ method: 'POST', url: '/api/trust-lists', headers: bearer(admin), payload: { id: 'remote', url: 'https://tl.example.eu/tsl.xml' } });
+            const create = await t.server.inject({ method: 'POST', url: '/api/trust-lists', headers: bearer(admin), payload: { id: 'remote', url: 'https://tl.example.eu/tsl.xml', signerCertificates: [DEMO_ROOT_PEM] } });
             expect(create.statusCode, create.payload).to.equal(201);
             await t.server.inject({ method: 'POST', url: '/api/verifier/config', headers: bearer(admin), payload: {
                 id: 'remote-only',

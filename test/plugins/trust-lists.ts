@@ -144,9 +144,8 @@ for (const dialect of DIALECTS) {
             await call('POST', '/api/trust-lists', { id: 'wrapped', url: `${lists.base}/wrapped.xml`, signerCertificates: [pem(rsa)] });
             expect(await outcome(anchors, 'acme', [b64(strangerLeaf)], [{ type: 'etsi_tl', values: [{ trustListId: 'wrapped' }] }])).to.equal('trust_list_unavailable');
 
-            // No signer certificates: the signature cannot be checked, so the list is unavailable.
-            await call('POST', '/api/trust-lists', { id: 'unsigned', url: `${lists.base}/tl.xml` });
-            expect(await outcome(anchors, 'acme', [b64(pidLeaf)], [{ type: 'etsi_tl', values: [{ trustListId: 'unsigned' }] }])).to.equal('trust_list_unavailable');
+            // No signer certificates: the signature could never be checked, so such a list is refused.
+            await call('POST', '/api/trust-lists', { id: 'unsigned', url: `${lists.base}/tl.xml` }, 400);
         });
 
         it('a list whose NextUpdate has passed is unavailable (fail closed)', async () => {
@@ -253,7 +252,7 @@ for (const dialect of DIALECTS) {
             lists.routes.set('/garbage', { body: 'neither XML nor a JWS' });
             await call('POST', '/api/trust-lists', { id: 'garbage', url: `${lists.base}/garbage`, signerCertificates: [pem(ecSigner)] });
             expect(await outcome(anchors, 'acme', [b64(pidLeaf2)], [{ type: 'etsi_tl', values: [{ trustListId: 'garbage' }] }])).to.equal('trust_list_unavailable');
-            for (const id of ['forged', 'old', 'garbage', 'impostor', 'altered', 'wrapped', 'unsigned', 'stale']) {
+            for (const id of ['forged', 'old', 'garbage', 'impostor', 'altered', 'wrapped', 'stale']) {
                 await call('DELETE', `/api/trust-lists/${id}`, undefined, 204);
             }
         });

@@ -628,9 +628,11 @@ describe('TrustList', () => {
         expect(trustListKind.id(list)).to.equal('eu-pid-providers');
     });
 
-    it('accepts a list with a url only', () => {
-        const list = { id: 'eu-lote', url: 'https://tl.example.eu/lote.xml' };
+    it('accepts a list with a url and its signer certificates, and refuses a url without them', () => {
+        const list = { id: 'eu-lote', url: 'https://tl.example.eu/lote.xml', signerCertificates: [pem] };
         expect(valid(trustListKind, list)).to.equal(list);
+        expect(problems(trustListKind, { id: 'eu-lote', url: 'https://tl.example.eu/lote.xml' })).to.equal([{ path: 'signerCertificates', message: '"signerCertificates" is required with url: the certificates that may sign the list' }]);
+        expect(paths(trustListKind, { ...list, signerCertificates: [] })).to.equal(['signerCertificates']);
         expect(valid(trustListKind, { ...list, url: 'http://localhost:8080/list.jwt', signerCertificates: [other] }).url).to.equal('http://localhost:8080/list.jwt');
     });
 
@@ -666,10 +668,10 @@ describe('TrustList', () => {
     });
 
     it('rejects a url that is not http(s), a bad id and unknown fields', () => {
-        expect(paths(trustListKind, { id: 'l', url: 'ftp://tl.example.eu/list.xml' })).to.equal(['url']);
-        expect(paths(trustListKind, { id: 'l', url: 'not a url' })).to.equal(['url']);
-        expect(paths(trustListKind, { id: 'has space', url: 'https://tl.example.eu' })).to.equal(['id']);
-        expect(paths(trustListKind, { id: 'l', url: 'https://tl.example.eu', extra: 1 })).to.equal(['extra']);
+        expect(paths(trustListKind, { id: 'l', url: 'ftp://tl.example.eu/list.xml', signerCertificates: [pem] })).to.equal(['url']);
+        expect(paths(trustListKind, { id: 'l', url: 'not a url', signerCertificates: [pem] })).to.equal(['url']);
+        expect(paths(trustListKind, { id: 'has space', url: 'https://tl.example.eu', signerCertificates: [pem] })).to.equal(['id']);
+        expect(paths(trustListKind, { id: 'l', url: 'https://tl.example.eu', signerCertificates: [pem], extra: 1 })).to.equal(['extra']);
         expect(paths(trustListKind, variant(withEntities(), (c) => (c.entities[0].extra = 1)))).to.equal(['entities.0.extra']);
     });
 

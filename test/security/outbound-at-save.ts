@@ -8,6 +8,7 @@ import { importConfigFolder } from '../../lib/config-import';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import { DEMO_ROOT_PEM } from '../helpers/pki';
 
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
@@ -16,7 +17,7 @@ const { describe, it, before, after } = lab;
 const KINDS = [
     { kind: 'WebhookEndpoint', route: '/api/issuer/webhook-endpoints', dir: 'webhook-endpoints', body: (id: string, url: string) => ({ id, name: 'Hook', url, auth: { type: 'none' } }) },
     { kind: 'AttributeProvider', route: '/api/issuer/attribute-providers', dir: 'attribute-providers', body: (id: string, url: string) => ({ id, url, auth: { type: 'none' } }) },
-    { kind: 'TrustList', route: '/api/trust-lists', dir: 'trust-lists', body: (id: string, url: string) => ({ id, url }) }
+    { kind: 'TrustList', route: '/api/trust-lists', dir: 'trust-lists', body: (id: string, url: string) => ({ id, url, signerCertificates: [DEMO_ROOT_PEM] }) }
 ];
 
 const FORBIDDEN: Array<[string, string]> = [

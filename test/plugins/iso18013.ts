@@ -265,7 +265,12 @@ for (const dialect of DIALECTS) {
             expect(late.statusCode).to.equal(400);
             expect((late.result as any).message).to.equal('The presentation session has expired');
             expect((await sessionOf(expired.session)).status).to.equal('active');
-            // The OpenID4VP endpoints do not take an ISO session.
+            // The OpenID4VP endpoints do not take an ISO session: not by its session id, and its wallet nonce (never
+            // published) fetches no request object and takes no response.
+            expect((await t.server.inject({ method: 'POST', url: `/presentations/${answer.session}/oid4vp`, payload: { response: 'x', origin: ORIGIN } })).statusCode).to.equal(404);
+            const { walletNonce } = (await t.server.sessions.get(answer.session))!;
+            expect((await t.server.inject(`/presentations/${walletNonce}/oid4vp/request`)).statusCode).to.equal(400);
+            expect((await t.server.inject({ method: 'POST', url: `/presentations/${walletNonce}/oid4vp`, payload: { response: 'x' } })).statusCode).to.equal(400);
             expect((await sessionOf(answer.session)).status).to.equal('active');
             // Garbage that is no EncryptedResponse does not open: the codeless failure.
             const garbage = await post(answer.session, { data: 'bm90LWNib3I' });

@@ -207,9 +207,11 @@ for (const dialect of DIALECTS) {
             expect((await post(session, { response })).statusCode).to.equal(400);
             expect((await post(session, { response: 'not-a-jwe', origin: ORIGIN })).statusCode).to.equal(400);
             expect((await sessionOf(session)).status).to.equal('active');
-            // No request object to fetch for a DC API session.
-            const walletNonce = 'x'.repeat(10);
-            expect((await t.server.inject(`/presentations/${walletNonce}/oid4vp/request`)).statusCode).to.equal(404);
+            // No request object to fetch for a DC API session, even by its (never published) wallet nonce.
+            const { walletNonce } = (await t.server.sessions.get(session))!;
+            expect((await t.server.inject(`/presentations/${walletNonce}/oid4vp/request`)).statusCode).to.equal(400);
+            expect((await t.server.inject({ method: 'POST', url: `/presentations/${walletNonce}/oid4vp/request` })).statusCode).to.equal(400);
+            expect((await sessionOf(session)).status).to.equal('active');
             expect((await post(session, { response, origin: ORIGIN })).statusCode).to.equal(200);
             // After expiresAt: 400 with the spec's message.
             const expired = await offer('pid');

@@ -197,6 +197,16 @@ for (const dialect of DIALECTS) {
             expect(await sessionOf(session)).to.include({ status: 'failed', failureCode: 'access_denied' });
         });
 
+        it('fails an error response posted with an origin that was not expected as verification_error', async () => {
+            const { session, payload } = await offer('pid');
+            const key = payload.client_metadata.jwks.keys[0];
+            const response = await new Jose.CompactEncrypt(new TextEncoder().encode(JSON.stringify({ error: 'access_denied', error_description: 'user declined' })))
+                .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM', kid: key.kid }).encrypt(await Jose.importJWK(key, 'ECDH-ES'));
+            const res = await post(session, { response, origin: 'https://evil.example' });
+            expect(res.statusCode).to.equal(400);
+            expect(await sessionOf(session)).to.include({ status: 'failed', failureCode: 'verification_error' });
+        });
+
         it('refuses bad input with 400 and leaves the session open', async () => {
             for (const body of [{ response_type: 'dc-api' }, { response_type: 'dc-api', expected_origins: [] }, { response_type: 'dc-api', expected_origins: ['not a url'] }, { response_type: 'dc-api', expected_origins: [ORIGIN], redirectUri: 'https://rp.example/x' }, { expected_origins: [ORIGIN] }]) {
                 const res = await api('POST', '/api/verifier/offer', { requestId: 'pid', ...body });

@@ -128,7 +128,8 @@ export class PresentationResponses {
         }
         const origin = form.origin;
         const payload = await this.payload(data, form);
-        if (typeof payload.error === 'string') {
+        // An error response is the wallet's only from an expected origin; from another it fails below like any response.
+        if (typeof payload.error === 'string' && data.expectedOrigins?.includes(origin)) {
             return this.walletError(session, data, walletErrorOf(payload), 'active');
         }
         const jwkThumbprint = Buffer.from(await Jose.calculateJwkThumbprint(data.encryptionKey.publicJwk), 'base64url');

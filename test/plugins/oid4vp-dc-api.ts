@@ -67,6 +67,7 @@ for (const dialect of DIALECTS) {
             await create('/api/issuer/webhook-endpoints', { id: 'hook', name: 'Results', url: `${receiver.url}/endpoint`, auth: { type: 'none' } });
             await create('/api/verifier/config', { id: 'pid', dcql_query: PID_QUERY, accessKeyChainId: 'verifier', webhookEndpointId: 'hook', redirectUri: 'https://rp.example/ignored' });
             await create('/api/verifier/config', { id: 'mdl', dcql_query: MDL_QUERY, accessKeyChainId: 'verifier' });
+            await create('/api/verifier/config', { id: 'pid-long', dcql_query: PID_QUERY, accessKeyChainId: 'verifier', lifeTime: 900 });
             await create('/api/verifier/config', { id: 'pid-dns', dcql_query: PID_QUERY, accessKeyChainId: 'verifier-dns', clientIdPrefix: 'x509_san_dns' });
             await create('/api/key-chain', { id: 'verifier-no-san', usageType: 'access', subject: { commonName: 'Acme verifier without SAN' }, sanDns: [] });
             await create('/api/verifier/config', { id: 'pid-dns-missing', dcql_query: PID_QUERY, accessKeyChainId: 'verifier-no-san', clientIdPrefix: 'x509_san_dns' });
@@ -125,6 +126,11 @@ for (const dialect of DIALECTS) {
             expect(payload.state).to.not.exist();
             expect(payload.dcql_query).to.equal(PID_QUERY);
             expect(payload.nonce).to.be.a.string();
+        });
+
+        it('makes the request object expire with its session (the page may hand it to the wallet any time before)', async () => {
+            const { session, payload } = await offer('pid-long');
+            expect(payload.exp).to.equal(Math.floor(Date.parse((await sessionOf(session)).expiresAt) / 1000));
         });
 
         it('verifies an SD-JWT VC bound to origin:<origin>: completed with trust and webhook, skipping fetched; replay answers 400', async () => {

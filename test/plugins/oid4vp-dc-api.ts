@@ -238,8 +238,10 @@ for (const dialect of DIALECTS) {
         });
 
         it('uses the x509_san_dns client id when the configuration asks for it, and refuses it without a DNS SAN', async () => {
-            const { payload } = await offer('pid-dns');
+            const { payload, x5c } = await offer('pid-dns');
             expect(payload.client_id).to.equal('x509_san_dns:verifier.acme.example');
+            // The name is a DNS SAN of the very leaf that signed the request (offer() verified the signature with it).
+            expect(new Crypto.X509Certificate(Buffer.from(x5c[0]!, 'base64')).subjectAltName!.split(', ')).to.include('DNS:verifier.acme.example');
             const redirect = await api('POST', '/api/verifier/offer', { requestId: 'pid-dns' });
             expect(redirect.status, redirect.payload).to.equal(201);
             expect(new URL(redirect.body.uri).searchParams.get('client_id')).to.equal('x509_san_dns:verifier.acme.example');

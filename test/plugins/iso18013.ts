@@ -1,4 +1,5 @@
 import Crypto from 'node:crypto';
+import { cborDecode, cborEncode } from '@animo-id/mdoc';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { issueMdoc } from '../../plugins/oid4vci/formats/mdoc';
@@ -189,6 +190,30 @@ for (const dialect of DIALECTS) {
             expect(session.outcome).to.equal({ result: 'failed', message: 'HPKE decryption failed' });
         });
 
+        it('fails without a code when one DeviceResponse carries several documents for a query without multiple', async () => {
+            const answer = await offer({ requestId: 'mdl', expected_origins: [ORIGIN] });
+            const transcript = annexCTranscript(answer.encryptionInfo, ORIGIN);
+            // Two documents of the requested docType, each validly issued and device-signed over this transcript.
+            const second = await issueMdoc(t.server.signing, {
+                tenantId: 'acme', keyChainId: 'issuer', docType: DOCTYPE,
+                namespaces: { [NS]: { family_name: 'Other', age_over_18: true } },
+                deviceJwk: deviceKey.publicJwk
+            });
+            const [a, b] = [
+                cborDecode(await deviceResponse(mdl, deviceKey, DOCTYPE, ELEMENTS, transcript)) as Map<string, unknown>,
+                cborDecode(await deviceResponse(second, deviceKey, DOCTYPE, ELEMENTS, transcript)) as Map<string, unknown>
+            ];
+            a.set('documents', [...a.get('documents') as unknown[], ...b.get('documents') as unknown[]]);
+            const res = await post(answer.session, { data: await sealResponse(answer.encryptionInfo, cborEncode(a), transcript) });
+            expect(res.statusCode).to.equal(400);
+            const body = res.result as any;
+            expect(body.error).to.not.exist();
+            expect(body.message).to.equal('Presentation validation failed: several presentations for mdl, which does not allow multiple');
+            const session = await sessionOf(answer.session);
+            expect(session.status).to.equal('failed');
+            expect(session.failureCode).to.not.exist();
+        });
+
         it('answers a redirect with response_code on success when the configuration has one', async () => {
             const answer = await offer({ requestId: 'mdl-plain' });
             const transcript = annexCTranscript(answer.encryptionInfo, 'http://hallmark.test');
@@ -240,7 +265,12 @@ for (const dialect of DIALECTS) {
             expect(late.statusCode).to.equal(400);
             expect((late.result as any).message).to.equal('The presentation session has expired');
             expect((await sessionOf(expired.session)).status).to.equal('active');
-            // The OpenID4VP endpoints do not take an ISO session.
+            // The OpenID4VP endpoints do not take an ISO session: not by its session id, and its wallet nonce (never
+            // published) fetches no request object and takes no response.
+            expect((await t.server.inject({ method: 'POST', url: `/presentations/${answer.session}/oid4vp`, payload: { response: 'x', origin: ORIGIN } })).statusCode).to.equal(404);
+            const { walletNonce } = (await t.server.sessions.get(answer.session))!;
+            expect((await t.server.inject(`/presentations/${walletNonce}/oid4vp/request`)).statusCode).to.equal(400);
+            expect((await t.server.inject({ method: 'POST', url: `/presentations/${walletNonce}/oid4vp`, payload: { response: 'x' } })).statusCode).to.equal(400);
             expect((await sessionOf(answer.session)).status).to.equal('active');
             // Garbage that is no EncryptedResponse does not open: the codeless failure.
             const garbage = await post(answer.session, { data: 'bm90LWNib3I' });

@@ -67,6 +67,7 @@ for (const dialect of DIALECTS) {
             await create('/api/issuer/webhook-endpoints', { id: 'hook', name: 'Results', url: `${receiver.url}/endpoint`, auth: { type: 'none' } });
             await create('/api/verifier/config', { id: 'pid', dcql_query: PID_QUERY, accessKeyChainId: 'verifier', webhookEndpointId: 'hook', redirectUri: 'https://rp.example/ignored' });
             await create('/api/verifier/config', { id: 'mdl', dcql_query: MDL_QUERY, accessKeyChainId: 'verifier' });
+            await create('/api/verifier/config', { id: 'pid-long', dcql_query: PID_QUERY, accessKeyChainId: 'verifier', lifeTime: 900 });
             await create('/api/verifier/config', { id: 'pid-dns', dcql_query: PID_QUERY, accessKeyChainId: 'verifier-dns', clientIdPrefix: 'x509_san_dns' });
             await create('/api/key-chain', { id: 'verifier-no-san', usageType: 'access', subject: { commonName: 'Acme verifier without SAN' }, sanDns: [] });
             await create('/api/verifier/config', { id: 'pid-dns-missing', dcql_query: PID_QUERY, accessKeyChainId: 'verifier-no-san', clientIdPrefix: 'x509_san_dns' });
@@ -125,6 +126,11 @@ for (const dialect of DIALECTS) {
             expect(payload.state).to.not.exist();
             expect(payload.dcql_query).to.equal(PID_QUERY);
             expect(payload.nonce).to.be.a.string();
+        });
+
+        it('makes the request object expire with its session (the page may hand it to the wallet any time before)', async () => {
+            const { session, payload } = await offer('pid-long');
+            expect(payload.exp).to.equal(Math.floor(Date.parse((await sessionOf(session)).expiresAt) / 1000));
         });
 
         it('verifies an SD-JWT VC bound to origin:<origin>: completed with trust and webhook, skipping fetched; replay answers 400', async () => {
@@ -197,6 +203,16 @@ for (const dialect of DIALECTS) {
             expect(await sessionOf(session)).to.include({ status: 'failed', failureCode: 'access_denied' });
         });
 
+        it('fails an error response posted with an origin that was not expected as verification_error', async () => {
+            const { session, payload } = await offer('pid');
+            const key = payload.client_metadata.jwks.keys[0];
+            const response = await new Jose.CompactEncrypt(new TextEncoder().encode(JSON.stringify({ error: 'access_denied', error_description: 'user declined' })))
+                .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM', kid: key.kid }).encrypt(await Jose.importJWK(key, 'ECDH-ES'));
+            const res = await post(session, { response, origin: 'https://evil.example' });
+            expect(res.statusCode).to.equal(400);
+            expect(await sessionOf(session)).to.include({ status: 'failed', failureCode: 'verification_error' });
+        });
+
         it('refuses bad input with 400 and leaves the session open', async () => {
             for (const body of [{ response_type: 'dc-api' }, { response_type: 'dc-api', expected_origins: [] }, { response_type: 'dc-api', expected_origins: ['not a url'] }, { response_type: 'dc-api', expected_origins: [ORIGIN], redirectUri: 'https://rp.example/x' }, { expected_origins: [ORIGIN] }]) {
                 const res = await api('POST', '/api/verifier/offer', { requestId: 'pid', ...body });
@@ -207,9 +223,11 @@ for (const dialect of DIALECTS) {
             expect((await post(session, { response })).statusCode).to.equal(400);
             expect((await post(session, { response: 'not-a-jwe', origin: ORIGIN })).statusCode).to.equal(400);
             expect((await sessionOf(session)).status).to.equal('active');
-            // No request object to fetch for a DC API session.
-            const walletNonce = 'x'.repeat(10);
-            expect((await t.server.inject(`/presentations/${walletNonce}/oid4vp/request`)).statusCode).to.equal(404);
+            // No request object to fetch for a DC API session, even by its (never published) wallet nonce.
+            const { walletNonce } = (await t.server.sessions.get(session))!;
+            expect((await t.server.inject(`/presentations/${walletNonce}/oid4vp/request`)).statusCode).to.equal(400);
+            expect((await t.server.inject({ method: 'POST', url: `/presentations/${walletNonce}/oid4vp/request` })).statusCode).to.equal(400);
+            expect((await sessionOf(session)).status).to.equal('active');
             expect((await post(session, { response, origin: ORIGIN })).statusCode).to.equal(200);
             // After expiresAt: 400 with the spec's message.
             const expired = await offer('pid');
@@ -220,8 +238,10 @@ for (const dialect of DIALECTS) {
         });
 
         it('uses the x509_san_dns client id when the configuration asks for it, and refuses it without a DNS SAN', async () => {
-            const { payload } = await offer('pid-dns');
+            const { payload, x5c } = await offer('pid-dns');
             expect(payload.client_id).to.equal('x509_san_dns:verifier.acme.example');
+            // The name is a DNS SAN of the very leaf that signed the request (offer() verified the signature with it).
+            expect(new Crypto.X509Certificate(Buffer.from(x5c[0]!, 'base64')).subjectAltName!.split(', ')).to.include('DNS:verifier.acme.example');
             const redirect = await api('POST', '/api/verifier/offer', { requestId: 'pid-dns' });
             expect(redirect.status, redirect.payload).to.equal(201);
             expect(new URL(redirect.body.uri).searchParams.get('client_id')).to.equal('x509_san_dns:verifier.acme.example');

@@ -120,6 +120,9 @@ export interface PresentationResponseType {
 
 const DNS_SAN = /(?:^|,\s*)DNS:([^,]+)/g;
 
+/** When a session of a prepared request expires: the configuration's lifeTime (default 300 s) from now. */
+const expiryOf = (prepared: PreparedPresentation): Date => new Date(Date.now() + (prepared.config.lifeTime ?? 300) * 1000);
+
 export class PresentationRequests {
     constructor(private readonly deps: { publicUrl: string; outbound: OutboundPolicy; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
 
@@ -241,15 +244,15 @@ export class PresentationRequests {
         };
     }
 
-    /** Creates the session of a prepared request (expiry from the configuration's lifeTime). */
-    async openSession(ctx: TenantContext & { tenantId: string }, request: PresentationRequest, prepared: PreparedPresentation, walletNonce: string, data: PresentationData): Promise<string> {
+    /** Creates the session of a prepared request (expiry from the configuration's lifeTime unless given). */
+    async openSession(ctx: TenantContext & { tenantId: string }, request: PresentationRequest, prepared: PreparedPresentation, walletNonce: string, data: PresentationData, expiresAt = expiryOf(prepared)): Promise<string> {
         const session = await this.deps.sessions.create({
             tenantId: ctx.tenantId,
             type: 'presentation',
             requestId: prepared.config.id,
             reference: request.reference ?? null,
             walletNonce,
-            expiresAt: new Date(Date.now() + (prepared.config.lifeTime ?? 300) * 1000).toISOString(),
+            expiresAt: expiresAt.toISOString(),
             data
         });
         return session.id;
@@ -311,12 +314,14 @@ export class PresentationRequests {
         const { redirectUri: _none, ...data } = await this.sessionData(prepared, `${this.deps.publicUrl}/presentations/${walletNonce}/oid4vp`);
         const expectedOrigins = request.expected_origins.map((o) => new URL(o).origin);
         const withOrigins: PresentationData = { ...data, protocol: 'dc-api', expectedOrigins };
-        const session = await this.openSession(ctx, request, prepared, walletNonce, withOrigins);
+        const expiresAt = expiryOf(prepared);
+        const session = await this.openSession(ctx, request, prepared, walletNonce, withOrigins, expiresAt);
         const verifierInfo = await this.verifierInfo(ctx.tenantId, request.requestId);
         const { response_uri: _uri, state: _state, ...payload } = this.requestPayload(withOrigins, walletNonce, undefined, verifierInfo);
+        // The page holds this request until it calls the API: it is valid as long as its session, not the 300 s of a fetched one.
         const jwt = await this.deps.signing.jws(ctx.tenantId, data.accessKeyChainId, {
             header: { typ: REQUEST_OBJECT_TYP },
-            payload: { ...payload, response_mode: 'dc_api.jwt', expected_origins: expectedOrigins }
+            payload: { ...payload, response_mode: 'dc_api.jwt', expected_origins: expectedOrigins, exp: Math.floor(expiresAt.getTime() / 1000) }
         });
         return { session, request: jwt };
     }

@@ -128,7 +128,8 @@ export class PresentationResponses {
         }
         const origin = form.origin;
         const payload = await this.payload(data, form);
-        if (typeof payload.error === 'string') {
+        // An error response is the wallet's only from an expected origin; from another it fails below like any response.
+        if (typeof payload.error === 'string' && data.expectedOrigins?.includes(origin)) {
             return this.walletError(session, data, walletErrorOf(payload), 'active');
         }
         const jwkThumbprint = Buffer.from(await Jose.calculateJwkThumbprint(data.encryptionKey.publicJwk), 'base64url');
@@ -230,8 +231,9 @@ export class PresentationResponses {
             if (!tokens.length || tokens.some((t) => typeof t !== 'string')) {
                 throw new PresentationFailure(undefined, `Presentation validation failed: presentations of ${queryId} must be strings`);
             }
+            const several = () => new PresentationFailure(undefined, `Presentation validation failed: several presentations for ${queryId}, which does not allow multiple`);
             if (tokens.length > 1 && !query.multiple) {
-                throw new PresentationFailure(undefined, `Presentation validation failed: several presentations for ${queryId}, which does not allow multiple`);
+                throw several();
             }
             const docType = query.format === 'mso_mdoc' ? query.meta.doctype_value : undefined;
             const outcome = (error?: VerificationFailure): CredentialOutcome => ({ id: queryId, format: query.format, ...(docType ? { docType } : {}), verified: !error, ...(error ? { error: error.code, message: error.message } : {}) });
@@ -247,6 +249,11 @@ export class PresentationResponses {
                             ...(binding.docTypes && docType ? { docType } : {}),
                             now, skewSeconds: data.skewSeconds, anchors
                         });
+                        // One DeviceResponse can carry several documents: as many presentations as separate tokens
+                        // (spec 7.2), rather than an error of the DCQL matcher that would read as verification_error.
+                        if (documents.length > 1 && !query.multiple) {
+                            throw several();
+                        }
                         for (const document of documents) {
                             const status = await this.checkStatus(session, data, queryId, document.issuerAnchor, document.statusReference, now);
                             const trust = withTrust ? { trust: trustOutcome(document.issuerAnchor, anchors, document.x5chain, status === 'valid') } : {};

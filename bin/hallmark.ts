@@ -1,4 +1,6 @@
+import Cluster, { type Worker } from 'node:cluster';
 import type Hapi from '@hapi/hapi';
+import { relayClusterBus } from '../lib/change-bus';
 import { createServer, type Manifest } from '../lib/compose';
 import { ConfigError, loadConfig, type Config } from '../manifests/environment';
 import { Database, DatabaseUnreachableError } from '../lib/db/database';
@@ -10,7 +12,7 @@ import { runConfigCommand } from '../lib/cli/config';
 const USAGE = `Usage: hallmark <command>
 
 Commands:
-  start               start the service (manifest: HALLMARK_MANIFEST or the default manifest)
+  start               start the service (manifest: HALLMARK_MANIFEST or the default manifest; WORKERS processes)
   migrate             apply pending database migrations
   migrate:status      list applied and pending migrations
   keys:rotate         new signing key for management tokens (old public keys stay until their tokens expire)
@@ -66,6 +68,119 @@ const start = async (config: Config, log: Logger, manifestName?: string): Promis
     return server;
 };
 
+/** Set by the cluster primary for each worker it forks: "on" for the one worker that runs the scheduled jobs. */
+const JOBS_ROLE = 'HALLMARK_CLUSTER_JOBS';
+
+/** A worker crashing this often within RESTART_WINDOW_MS is not restarted again: the primary stops with an error. */
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 60_000;
+
+/** How long the primary waits for its workers to finish their in-flight requests (each has 10 s) before killing them. */
+const STOP_GRACE_MS = 15_000;
+
+/**
+ * A cluster worker serves; the primary did what must run once: migrations and the config folder import. Jobs run in
+ * one worker only (SQLite has no shared schedule; on PostgreSQL graphile-worker would cope, but one runner per
+ * process is connections for nothing).
+ */
+const workerConfig = (config: Config): Config => ({
+    ...config,
+    db: { ...config.db, migrationsRun: false, synchronize: false },
+    configImport: { ...config.configImport, folder: undefined },
+    worker: config.worker && process.env[JOBS_ROLE] === 'on'
+});
+
+/**
+ * The cluster primary (WORKERS > 1): composes the service once without listening, which migrates and imports the
+ * config folder exactly once (the onPreStart steps), then forks the workers, which share the port (node:cluster
+ * hands connections round-robin). It relays the change bus between workers (SQLite; on PostgreSQL every process
+ * listens itself), restarts a worker that dies (keeping the jobs role with the replacement), and on SIGTERM or
+ * SIGINT stops them all gracefully before exiting.
+ */
+const startCluster = async (config: Config, log: Logger): Promise<void> => {
+    await Database.assertReachable(config.db);
+    const prepared = await createServer(loadManifest(config, config.manifest), { logger: log });
+    try {
+        await prepared.initialize();
+    }
+    finally {
+        await prepared.stop();
+    }
+
+    const jobsOf = new Map<number, boolean>();
+    const restarts: number[] = [];
+    let stopping = false;
+    let listening = 0;
+    const fork = (jobs: boolean): Worker => {
+        const worker = Cluster.fork({ [JOBS_ROLE]: jobs ? 'on' : 'off' });
+        jobsOf.set(worker.id, jobs);
+        return worker;
+    };
+    const exited = new Promise<number>((resolve) => {
+        Cluster.on('exit', (worker, code, signal) => {
+            const jobs = jobsOf.get(worker.id) ?? false;
+            jobsOf.delete(worker.id);
+            if (stopping) {
+                if (!jobsOf.size) {
+                    resolve(0);
+                }
+                return;
+            }
+            const now = Date.now();
+            restarts.push(now);
+            while (restarts[0]! < now - RESTART_WINDOW_MS) {
+                restarts.shift();
+            }
+            if (restarts.length > MAX_RESTARTS) {
+                log.fatal({ pid: worker.process.pid, code, signal }, `workers keep exiting (${restarts.length} in ${RESTART_WINDOW_MS / 1000} s); stopping`);
+                stopping = true;
+                for (const other of Object.values(Cluster.workers ?? {})) {
+                    other?.process.kill('SIGTERM');
+                }
+                resolve(1);
+                return;
+            }
+            log.error({ pid: worker.process.pid, code, signal, jobs }, 'worker exited; starting a new one');
+            fork(jobs);
+        });
+    });
+    relayClusterBus(Cluster);
+    Cluster.on('listening', (_worker, address) => {
+        listening += 1;
+        if (listening === config.workers) {
+            log.info({ workers: config.workers, port: address.port, publicUrl: config.publicUrl, database: config.db.type }, 'Hallmark cluster listening');
+        }
+    });
+
+    const shutdown = (signal: string) => {
+        if (stopping) {
+            return;
+        }
+        stopping = true;
+        log.info({ signal, workers: jobsOf.size }, 'shutting down: stopping workers');
+        for (const worker of Object.values(Cluster.workers ?? {})) {
+            worker?.process.kill('SIGTERM');
+        }
+        if (!jobsOf.size) {
+            process.exit(0);
+        }
+        setTimeout(() => {
+            for (const worker of Object.values(Cluster.workers ?? {})) {
+                worker?.process.kill('SIGKILL');
+            }
+        }, STOP_GRACE_MS).unref();
+    };
+    process.once('SIGTERM', () => shutdown('SIGTERM'));
+    process.once('SIGINT', () => shutdown('SIGINT'));
+
+    for (let i = 0; i < config.workers; i++) {
+        fork(i === 0);
+    }
+    const code = await exited;
+    log.info('stopped');
+    process.exit(code);
+};
+
 const main = async (argv: string[]): Promise<void> => {
     const [command] = argv;
     if (!command || command === '--help' || command === '-h') {
@@ -92,7 +207,15 @@ const main = async (argv: string[]): Promise<void> => {
 
     switch (command) {
         case 'start':
-            await start(config, log, config.manifest);
+            if (Cluster.isWorker && process.env[JOBS_ROLE]) {
+                await start(workerConfig(config), log, config.manifest);
+            }
+            else if (config.workers > 1) {
+                await startCluster(config, log);
+            }
+            else {
+                await start(config, log, config.manifest);
+            }
             return;
         case 'migrate': {
             const applied = await withComposedServer(config, log, (server) => migrateLatest(server.db.knex, server.migrations()));

@@ -1,13 +1,21 @@
 import Cluster, { type Worker } from 'node:cluster';
 import type Hapi from '@hapi/hapi';
-import { relayClusterBus } from '../lib/change-bus';
-import { createServer, type Manifest } from '../lib/compose';
+import { relayClusterBus } from '../lib/cluster-relay';
+import type { Manifest } from '../lib/compose';
 import { ConfigError, loadConfig, type Config } from '../manifests/environment';
-import { Database, DatabaseUnreachableError } from '../lib/db/database';
-import { migrateLatest, migrationStatus } from '../lib/db/migrate';
 import { createLogger, type Logger } from '../lib/logging';
-import { ServiceKeys } from '../plugins/oauth2/service-keys';
-import { runConfigCommand } from '../lib/cli/config';
+
+/**
+ * The service's modules, loaded when a command needs them: the cluster primary only forks and relays, and stays
+ * ~60 MiB smaller without them.
+ */
+const app = () => ({
+    ...require('../lib/compose') as typeof import('../lib/compose'),
+    ...require('../lib/db/database') as typeof import('../lib/db/database'),
+    ...require('../lib/db/migrate') as typeof import('../lib/db/migrate'),
+    ...require('../plugins/oauth2/service-keys') as typeof import('../plugins/oauth2/service-keys'),
+    ...require('../lib/cli/config') as typeof import('../lib/cli/config')
+});
 
 const USAGE = `Usage: hallmark <command>
 
@@ -35,6 +43,7 @@ const loadManifest = (config: Config, name?: string): Manifest => {
  * the plugins `start` would run. Stopping closes the database.
  */
 const withComposedServer = async <T>(config: Config, log: Logger, fn: (server: Hapi.Server) => Promise<T>): Promise<T> => {
+    const { Database, createServer } = app();
     await Database.assertReachable(config.db);
     const server = await createServer(loadManifest(config, config.manifest), { logger: log });
     try {
@@ -46,6 +55,7 @@ const withComposedServer = async <T>(config: Config, log: Logger, fn: (server: H
 };
 
 const start = async (config: Config, log: Logger, manifestName?: string): Promise<Hapi.Server> => {
+    const { Database, createServer } = app();
     await Database.assertReachable(config.db);
     const server = await createServer(loadManifest(config, manifestName), { logger: log });
     let stopping = false;
@@ -91,20 +101,32 @@ const workerConfig = (config: Config): Config => ({
 });
 
 /**
- * The cluster primary (WORKERS > 1): composes the service once without listening, which migrates and imports the
- * config folder exactly once (the onPreStart steps), then forks the workers, which share the port (node:cluster
- * hands connections round-robin). It relays the change bus between workers (SQLite; on PostgreSQL every process
- * listens itself), restarts a worker that dies (keeping the jobs role with the replacement), and on SIGTERM or
- * SIGINT stops them all gracefully before exiting.
+ * What must run once before the workers serve, in a process the primary forks (role "prepare"): compose the service
+ * without listening, which migrates, bootstraps the root client and imports the config folder (the onPreStart
+ * steps), then stop.
+ */
+const prepare = async (config: Config, log: Logger): Promise<void> => {
+    await withComposedServer(config, log, (server) => server.initialize());
+};
+
+/** Forks the prepare process and resolves with its exit code. */
+const runPrepare = (): Promise<number> => new Promise((resolve) => {
+    const worker = Cluster.fork({ [JOBS_ROLE]: 'prepare' });
+    worker.once('exit', (code, signal) => resolve(signal ? 1 : code ?? 1));
+});
+
+/**
+ * The cluster primary (WORKERS > 1): has the preparation run once (migrations, config import) before any worker
+ * starts, then forks the workers, which share the port (node:cluster hands connections round-robin). It relays the
+ * change bus between workers (SQLite; on PostgreSQL every process listens itself), restarts a worker that dies
+ * (keeping the jobs role with the replacement), and on SIGTERM or SIGINT stops them all gracefully before exiting.
+ * It loads none of the service's modules itself.
  */
 const startCluster = async (config: Config, log: Logger): Promise<void> => {
-    await Database.assertReachable(config.db);
-    const prepared = await createServer(loadManifest(config, config.manifest), { logger: log });
-    try {
-        await prepared.initialize();
-    }
-    finally {
-        await prepared.stop();
+    const prepared = await runPrepare();
+    if (prepared !== 0) {
+        log.fatal({ code: prepared }, 'preparing the database failed (see above); not starting workers');
+        process.exit(1);
     }
 
     const jobsOf = new Map<number, boolean>();
@@ -189,7 +211,7 @@ const main = async (argv: string[]): Promise<void> => {
     }
     // Needs no service configuration: offline commands compose their own, remote ones take --url.
     if (command === 'config') {
-        process.exitCode = await runConfigCommand(argv.slice(1), { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env });
+        process.exitCode = await app().runConfigCommand(argv.slice(1), { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env });
         return;
     }
     let config: Config;
@@ -207,7 +229,11 @@ const main = async (argv: string[]): Promise<void> => {
 
     switch (command) {
         case 'start':
-            if (Cluster.isWorker && process.env[JOBS_ROLE]) {
+            if (Cluster.isWorker && process.env[JOBS_ROLE] === 'prepare') {
+                await prepare(config, log);
+                process.exit(0);
+            }
+            else if (Cluster.isWorker && process.env[JOBS_ROLE]) {
                 await start(workerConfig(config), log, config.manifest);
             }
             else if (config.workers > 1) {
@@ -218,12 +244,12 @@ const main = async (argv: string[]): Promise<void> => {
             }
             return;
         case 'migrate': {
-            const applied = await withComposedServer(config, log, (server) => migrateLatest(server.db.knex, server.migrations()));
+            const applied = await withComposedServer(config, log, (server) => app().migrateLatest(server.db.knex, server.migrations()));
             process.stdout.write(applied.length ? `Applied ${applied.length} migration(s):\n${applied.map((m) => `  ${m}`).join('\n')}\n` : 'Database is up to date.\n');
             return;
         }
         case 'migrate:status': {
-            const status = await withComposedServer(config, log, (server) => migrationStatus(server.db.knex, server.migrations()));
+            const status = await withComposedServer(config, log, (server) => app().migrationStatus(server.db.knex, server.migrations()));
             process.stdout.write([
                 ...status.completed.map((m) => `applied  ${m}`),
                 ...status.pending.map((m) => `pending  ${m}`),
@@ -233,6 +259,7 @@ const main = async (argv: string[]): Promise<void> => {
         }
         case 'keys:rotate': {
             const kid = await withComposedServer(config, log, async (server) => {
+                const { migrateLatest, ServiceKeys } = app();
                 await migrateLatest(server.db.knex, server.migrations());
                 const keys = new ServiceKeys(server.db, config.auth.tokenTtl);
                 await keys.init();
@@ -248,7 +275,8 @@ const main = async (argv: string[]): Promise<void> => {
 };
 
 main(process.argv.slice(2)).catch((err) => {
-    if (err instanceof DatabaseUnreachableError) {
+    // By name: the primary of a cluster never loads the database module.
+    if (err instanceof Error && err.name === 'DatabaseUnreachableError') {
         process.stderr.write(`hallmark: ${err.message}\n`);
         process.exit(1);
     }

@@ -4,7 +4,10 @@ import type { Knex } from 'knex';
 import { Client, type Notification } from 'pg';
 import type { DatabaseConfig } from './db/config';
 import { pgSsl } from './db/knex';
+import { IPC_KEY } from './cluster-relay';
 import type { Logger } from './logging';
+
+export { relayClusterBus } from './cluster-relay';
 
 /**
  * Tells the other processes of one deployment (cluster workers, replicas) what changed here, so their caches, client
@@ -51,8 +54,6 @@ interface Envelope {
  */
 const BATCH_MS = 5;
 
-/** The key of a cluster IPC message that carries an envelope (the primary relays exactly these). */
-export const IPC_KEY = 'hallmarkBus';
 
 /** PostgreSQL's NOTIFY payload limit is 8000 bytes; batches are split well under it. */
 const MAX_PAYLOAD = 7000;
@@ -268,18 +269,4 @@ export const createChangeBus = (db: DatabaseConfig, knex: Knex, log?: Logger): C
         return new ClusterIpcBus(log);
     }
     return new LocalBus(log);
-};
-
-/** In the cluster primary: every envelope a worker sends goes on to the other workers. */
-export const relayClusterBus = (cluster: typeof Cluster): void => {
-    cluster.on('message', (from, message: unknown) => {
-        if (!message || typeof message !== 'object' || !(IPC_KEY in message)) {
-            return;
-        }
-        for (const worker of Object.values(cluster.workers ?? {})) {
-            if (worker && worker !== from && worker.isConnected()) {
-                worker.send(message as object, undefined, () => undefined);
-            }
-        }
-    });
 };

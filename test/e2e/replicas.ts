@@ -427,5 +427,22 @@ if (DIALECTS.includes('sqlite')) {
             const pids = new Set(Fs.readFileSync(probeFile, 'utf8').trim().split('\n').map((l) => l.split(' ')[0]));
             expect(pids.size).to.equal(1);
         });
+
+        it('replaces a worker that dies, and the replacement takes over its jobs', { timeout: 120_000 }, async () => {
+            const runs = () => Fs.readFileSync(probeFile, 'utf8').trim().split('\n').map((l) => Number(l.split(' ')[0]));
+            const jobsWorker = runs().at(-1)!;
+            process.kill(jobsWorker, 'SIGKILL');
+            await waitFor('a new worker', async () => cluster.output().includes('worker exited; starting a new one'), 30_000);
+            await waitFor('both workers serving', async () => {
+                const pids = new Set<number>();
+                for (let i = 0; i < 4; i++) {
+                    pids.add((await call(proxy.url, undefined, 'GET', '/probe/process')).body.pid);
+                }
+                return pids.size === 2 && !pids.has(jobsWorker);
+            }, 60_000);
+            await waitFor('the jobs in the new worker', async () => ![jobsWorker].includes(runs().at(-1)!), 60_000);
+            const after = runs().slice(runs().lastIndexOf(jobsWorker) + 1);
+            expect(new Set(after).size).to.equal(1);
+        });
     });
 }

@@ -147,6 +147,9 @@ abstract class BaseBus implements ChangeBus {
 export class LocalBus extends BaseBus {
     readonly transport = 'none';
 
+    // Not even batched: a single process's hot path (three status changes per flow) pays nothing.
+    override publish(): void {}
+
     protected send(): void {}
 }
 

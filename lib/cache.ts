@@ -21,8 +21,9 @@ export interface ChangeCacheOptions<K extends readonly string[], V> {
     /** Reads the value of a key on a miss. */
     load: (...key: K) => Promise<V>;
     /**
-     * How long a value may stand for state another replica changed (this process's own changes drop it at once).
-     * Without it a value stands until a change here.
+     * How long a value may stand at most. Changes drop it at once: this process's own, and other workers' and
+     * replicas' through the registry's change bus; the TTL only bounds staleness when a bus message was lost (a
+     * dropped listening connection). Without it a value stands until a change arrives.
      */
     ttlMs?: number;
 }
@@ -65,7 +66,7 @@ export class ChangeCache<K extends readonly string[], V> {
         this.entries.clear();
     }
 
-    /** Drops what `rule` names whenever a resource of one of `kinds` changes in this process. */
+    /** Drops what `rule` names whenever a resource of one of `kinds` changes, here or in a peer (Registry.onChange). */
     dropOnChange(registry: Pick<Registry, 'onChange'>, kinds: ReadonlyArray<KindRef<unknown>>, rule: DropRule<K>): this {
         for (const kind of kinds) {
             registry.onChange(kind, (tenantId, id) => {

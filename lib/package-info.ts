@@ -1,10 +1,23 @@
 import Fs from 'node:fs';
 import Path from 'node:path';
 
-/** The project root, found from here whether running from sources or from the compiled dist/ tree. */
+/** Whether `dir` holds Hallmark's own package.json (not a fixture's or a dependent project's). */
+const isHallmarkRoot = (dir: string): boolean => {
+    try {
+        return (JSON.parse(Fs.readFileSync(Path.join(dir, 'package.json'), 'utf8')) as { name?: string }).name === 'hallmark';
+    }
+    catch {
+        return false;
+    }
+};
+
+/**
+ * The project root, found from here whether running from sources or from the compiled dist/ tree, also where the
+ * sources are not shipped (the container image has package.json and dist/ only).
+ */
 export const projectRoot = ((): string => {
     for (let dir = __dirname; ; dir = Path.dirname(dir)) {
-        if (Fs.existsSync(Path.join(dir, 'package.json')) && Fs.existsSync(Path.join(dir, 'plugins'))) {
+        if (isHallmarkRoot(dir)) {
             return dir;
         }
         if (Path.dirname(dir) === dir) {

@@ -1,3 +1,4 @@
+import Os from 'node:os';
 import Path from 'node:path';
 import Joi from 'joi';
 import type { DatabaseConfig } from '../lib/db/config';
@@ -35,6 +36,9 @@ const envSchema = Joi.object({
         .when('NODE_ENV', { is: 'development', then: Joi.optional().default('http://localhost:3000'), otherwise: Joi.required() }),
     FOLDER: Joi.string().default(() => Path.resolve(process.cwd(), '../../tmp')),
     WORKER: Joi.string().valid('on', 'off').default('on'),
+    // Server processes of `hallmark start` (node:cluster): every core by default; tests (NODE_ENV=test) use one.
+    WORKERS: Joi.number().integer().min(1).max(256)
+        .when('NODE_ENV', { is: 'test', then: Joi.number().default(1), otherwise: Joi.number().default(() => Os.availableParallelism()) }),
     HALLMARK_MANIFEST: Joi.string(),
 
     DB_TYPE: Joi.string().valid('sqlite', 'postgres').default('sqlite'),
@@ -120,7 +124,10 @@ export interface Config {
     host: string;
     publicUrl: string;
     folder: string;
+    /** Whether this process runs the scheduled jobs (WORKER). */
     worker: boolean;
+    /** Server processes `hallmark start` runs (WORKERS): one serves in-process, more run as a node:cluster. */
+    workers: number;
     db: DatabaseOptions;
     /** Module name or path of the manifest to start; the default manifest when absent. */
     manifest?: string;
@@ -184,6 +191,7 @@ export const loadConfig = (source: Record<string, string | undefined> = process.
         publicUrl: env.PUBLIC_URL,
         folder: Path.resolve(env.FOLDER),
         worker: env.WORKER === 'on',
+        workers: env.WORKERS,
         db: { ...db, migrationsRun: env.DB_MIGRATIONS_RUN, synchronize: env.DB_SYNCHRONIZE },
         manifest: env.HALLMARK_MANIFEST,
         secrets: {

@@ -1,6 +1,7 @@
 import type Joi from 'joi';
 import { AuditLogModel } from '../db/models/audit-log';
 import type { Knex } from 'knex';
+import type { ChangeBus } from '../change-bus';
 import type { Database } from '../db/database';
 import { ConflictError, NotFoundError, ValidationError, joiDetails, type ErrorDetail } from '../errors';
 import { policyRefusal, type OutboundPolicy, type Resolver } from '../outbound';
@@ -84,7 +85,23 @@ export interface RegistryOptions {
     outbound?: OutboundPolicy;
     /** DNS for those checks (tests answer with chosen addresses). */
     resolver?: Resolver;
+    /** Carries committed changes to the other processes (workers, replicas), whose listeners then run as here. */
+    bus?: ChangeBus;
 }
+
+/** A committed change as the change bus carries it between processes. */
+interface ChangeMessage {
+    kind: string;
+    tenantId: string | null;
+    id: string;
+}
+
+const CHANGE_TOPIC = 'registry.change';
+
+const isChangeMessage = (value: unknown): value is ChangeMessage => {
+    const m = value as ChangeMessage;
+    return !!m && typeof m === 'object' && typeof m.kind === 'string' && typeof m.id === 'string' && (m.tenantId === null || typeof m.tenantId === 'string');
+};
 
 const STRICT_OUTBOUND: OutboundPolicy = { allowHttp: false, allowPrivateNetwork: false, allowedHosts: [] };
 
@@ -111,7 +128,14 @@ export class Registry {
     private readonly listeners = new Map<string, Array<(tenantId: string | null, id: string) => void>>();
     private orderedKinds?: ResourceKind[];
 
-    constructor(private readonly db: Database, private readonly options: RegistryOptions = {}) {}
+    constructor(private readonly db: Database, private readonly options: RegistryOptions = {}) {
+        // Another process committed a change: this process's caches drop what it touches, as for a change made here.
+        options.bus?.subscribe(CHANGE_TOPIC, (data) => {
+            if (isChangeMessage(data)) {
+                this.tell(data.kind, data.tenantId, data.id);
+            }
+        });
+    }
 
     register(kind: ResourceKind): void {
         if (this.orderedKinds) {
@@ -126,7 +150,10 @@ export class Registry {
         this.kinds.set(kind.kind, kind);
     }
 
-    /** Called after every create, update or delete of the kind, e.g. to drop a cache. */
+    /**
+     * Called after every committed create, update or delete of the kind, e.g. to drop a cache: made in this process,
+     * or (with a change bus) in another worker or replica, as soon as its message arrives.
+     */
     onChange(kind: KindRef<unknown>, listener: (tenantId: string | null, id: string) => void): void {
         this.listeners.set(kind.kind, [...this.listeners.get(kind.kind) ?? [], listener]);
     }
@@ -137,9 +164,8 @@ export class Registry {
      */
     private changed(kind: ResourceKind, tenantId: string | null, id: string): void {
         const notify = () => {
-            for (const listener of this.listeners.get(kind.kind) ?? []) {
-                listener(tenantId, id);
-            }
+            this.tell(kind.kind, tenantId, id);
+            this.options.bus?.publish(CHANGE_TOPIC, { kind: kind.kind, tenantId, id } satisfies ChangeMessage);
         };
         const outer = this.db.ambient();
         if (outer) {
@@ -147,6 +173,12 @@ export class Registry {
         }
         else {
             notify();
+        }
+    }
+
+    private tell(kind: string, tenantId: string | null, id: string): void {
+        for (const listener of this.listeners.get(kind) ?? []) {
+            listener(tenantId, id);
         }
     }
 

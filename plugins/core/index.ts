@@ -1,4 +1,5 @@
 import type Hapi from '@hapi/hapi';
+import { createChangeBus, type ChangeBus } from '../../lib/change-bus';
 import { importConfigFolder } from '../../lib/config-import';
 import { ColumnCipher } from '../../lib/crypto/column-cipher';
 import { SecretHasher } from '../../lib/crypto/secret-hash';
@@ -25,6 +26,8 @@ declare module '@hapi/hapi' {
         db: Database;
         registry: Registry;
         jobs: JobRunner;
+        /** Messages to the other workers and replicas (registry changes, lockouts, session events). */
+        bus: ChangeBus;
         /** The policy every outbound request of every plugin passes (core option `outbound`). */
         outbound: OutboundPolicy;
         /** Adds a configuration resource kind: API validation, startup import, export and audit follow from it. */
@@ -52,7 +55,8 @@ export const plugin: Hapi.Plugin<CoreOptions> = {
         const { log } = server.app;
         const version = packageVersion();
         const db = Database.open(config.database, ColumnCipher.fromSecrets(config.secrets), SecretHasher.fromSecrets(config.secrets));
-        const registry = new Registry(db, { outbound: config.outbound });
+        const bus = createChangeBus(config.database, db.knex, log);
+        const registry = new Registry(db, { outbound: config.outbound, bus });
         const jobs = createJobRunner({ db: config.database, log });
         const migrations = new MigrationSet();
         let migrated = false;
@@ -61,6 +65,7 @@ export const plugin: Hapi.Plugin<CoreOptions> = {
         server.decorate('server', 'db', db);
         server.decorate('server', 'registry', registry);
         server.decorate('server', 'jobs', jobs);
+        server.decorate('server', 'bus', bus);
         server.decorate('server', 'registerResource', (kind: ResourceKind) => registry.register(kind));
         server.decorate('server', 'registerJob', (job: JobDefinition) => jobs.register(job));
         server.decorate('server', 'registerMigrations', function (this: Hapi.Server, list: Migration[]) {
@@ -85,6 +90,7 @@ export const plugin: Hapi.Plugin<CoreOptions> = {
         registerHttpLogger(server, config.httpLog);
         server.route([...healthRoutes, ...schemaRoutes]);
 
+        server.ext('onPreStart', () => bus.start());
         server.ext('onPreStart', async () => {
             migrated = true;
             if (config.database.migrationsRun || config.database.synchronize) {
@@ -117,6 +123,7 @@ export const plugin: Hapi.Plugin<CoreOptions> = {
             }
         });
         server.ext('onPreStop', () => jobs.stop());
+        server.ext('onPostStop', () => bus.close());
         server.ext('onPostStop', () => db.close());
     }
 };

@@ -54,7 +54,7 @@ const externalProvider = (server: Hapi.Server, oidc: OidcOptions, config: OAuth2
 const integratedServer = (server: Hapi.Server, config: OAuth2Options & { publicUrl: string }, log: Logger): AuthMode => {
     const { db, registry } = server;
     const keys = new ServiceKeys(db, config.tokenTtl);
-    const tokens = new TokenService(db, keys, server.clientCache, { issuer: config.publicUrl, ttlSeconds: config.tokenTtl });
+    const tokens = new TokenService(db, keys, server.clientCache, { issuer: config.publicUrl, ttlSeconds: config.tokenTtl, bus: server.bus });
     registry.onChange(clientKind, (_tenantId, id) => tokens.forgetClient(id));
     server.ext('onPreStart', async () => {
         await keys.init();

@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import type Hapi from '@hapi/hapi';
 import * as Jose from 'jose';
+import type { ChangeBus } from '../../lib/change-bus';
 import type { Database } from '../../lib/db/database';
 import type { ClientCache } from './clients';
 import { ClientModel } from './models/client';
@@ -22,15 +23,16 @@ export interface IssuedToken {
 /** The integrated OAuth2 server: client credentials in, ES256 JWT access tokens out. */
 export class TokenService implements TokenVerifier {
     readonly audience: string;
-    private readonly authFailures = new AuthFailures();
+    private readonly authFailures: AuthFailures;
 
     constructor(
         private readonly db: Database,
         private readonly keys: ServiceKeys,
         private readonly clients: ClientCache,
-        private readonly options: { issuer: string; ttlSeconds: number }
+        private readonly options: { issuer: string; ttlSeconds: number; bus?: ChangeBus }
     ) {
         this.audience = `${options.issuer}/api`;
+        this.authFailures = new AuthFailures(options.bus);
     }
 
     /** A client changed or went: its failed attempts no longer count (its tokens follow through the client cache). */

@@ -43,6 +43,7 @@ const event = (n: number, change: Pick<SessionChange, 'id' | 'status' | 'updated
  */
 export const registerSessionEvents = (server: Hapi.Server, sessions: SessionService): void => {
     const feed = new SessionChangeFeed(server.db, sessions, { pollIntervalMs: eventStreamSettings.pollIntervalMs, log: server.app.log });
+    relayStatusChanges(server, sessions);
     server.decorate('server', 'sessionFeed', feed);
     const open = new Set<() => void>();
     server.ext('onPreStop', () => {
@@ -52,6 +53,38 @@ export const registerSessionEvents = (server: Hapi.Server, sessions: SessionServ
     });
     server.ext('onPostStop', () => feed.close());
     server.route(sessionEventRoutes(sessions, feed, open));
+};
+
+const STATUS_TOPIC = 'sessions.status';
+
+const isStatusChange = (value: unknown): value is Parameters<SessionService['relay']>[0] => {
+    const c = value as Record<string, unknown>;
+    return !!c && typeof c === 'object' && typeof c.id === 'string' && typeof c.tenantId === 'string' && typeof c.type === 'string'
+        && typeof c.status === 'string' && c.status in STEP && typeof c.updatedAt === 'string';
+};
+
+/**
+ * The fan-out across workers and replicas: a status change made here goes to the peers over the change bus, whose
+ * streams (and metrics) hear it as one of their own at once; the feed's poll stays as the backstop for a lost message.
+ */
+const relayStatusChanges = (server: Hapi.Server, sessions: SessionService): void => {
+    let relaying = false;
+    sessions.onStatusChange((change) => {
+        if (!relaying) {
+            server.bus.publish(STATUS_TOPIC, change);
+        }
+    });
+    server.bus.subscribe(STATUS_TOPIC, (data) => {
+        if (isStatusChange(data)) {
+            relaying = true;
+            try {
+                sessions.relay(data);
+            }
+            finally {
+                relaying = false;
+            }
+        }
+    });
 };
 
 const sessionEventRoutes = (sessions: SessionService, feed: SessionChangeFeed, open: Set<() => void>): ServerRoute[] => [{

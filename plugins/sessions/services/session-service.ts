@@ -71,6 +71,11 @@ export class SessionService {
         this.listeners.push(listener);
     }
 
+    /** A status change another worker or replica made (it arrives on the change bus): told to the listeners here too. */
+    relay(change: { id: string; tenantId: string; type: SessionType; status: SessionStatus; updatedAt: string }): void {
+        this.notify(change);
+    }
+
     private toRow(patch: SessionPatch): Record<string, unknown> {
         const row: Record<string, unknown> = { ...patch };
         if (patch.data !== undefined) {

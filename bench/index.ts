@@ -3,6 +3,7 @@ import { benchAuthorizationCode } from './authorization-code';
 import { benchIssuance } from './issuance';
 import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
+import { benchMicro } from './micro';
 import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
 import { benchStatusLists } from './status-lists';
@@ -16,7 +17,8 @@ const benches: Record<string, () => Promise<void>> = {
     authcode: benchAuthorizationCode,
     presentation: benchPresentation,
     sessions: benchSessions,
-    status: benchStatusLists
+    status: benchStatusLists,
+    micro: benchMicro
 };
 
 const main = async () => {

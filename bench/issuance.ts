@@ -65,6 +65,10 @@ export const benchIssuance = async (): Promise<void> => {
         // Per flow: 6 requests; the server signs once (the credential) and verifies once (the proof).
         const spec = (name: string, configurationId: string, title: string): FlowSpec => ({ name, title, run: flow(configurationId), requests: 6, signs: 1, verifies: 1, targetRatio: 3 });
         await measureFlow(service, spec('issuance', 'pid', 'Issuance: pre-authorized dc+sd-jwt flow (offer, fetch, metadata, token, nonce, credential; one process, SQLite)'), info);
+        if (process.env.HALLMARK_BENCH_MAIN_ONLY === '1') {
+            // A/B comparisons of one change: the main flow only.
+            return;
+        }
         await measureFlow(service, spec('issuance-status', 'pid-status', 'Issuance with statusManagement (a status list index per credential)'), info);
 
         const measure = async (run: () => Promise<void>) => {

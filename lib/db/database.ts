@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { ColumnCipher } from '../crypto/column-cipher';
 import type { SecretHasher } from '../crypto/secret-hash';
 import type { BaseModel } from './model';
-import { createKnex, dialectOf, ping, type Dialect } from './knex';
+import { createKnex, dialectOf, ping, stopCheckpointer, type Dialect } from './knex';
 import type { DatabaseConfig } from './config';
 
 /** The variables that say where the PostgreSQL database is and how to log in: what to check when it cannot be reached. */
@@ -144,7 +144,8 @@ export class Database {
         return ping(this.current());
     }
 
-    close(): Promise<void> {
-        return this.knex.destroy();
+    async close(): Promise<void> {
+        await stopCheckpointer(this.knex);
+        await this.knex.destroy();
     }
 }

@@ -6,6 +6,7 @@ import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
 import { createKnex, stopCheckpointer } from '../lib/db/knex';
+import { directCost } from './sessions';
 import { percentile, printTable } from './table';
 
 /**
@@ -135,6 +136,9 @@ export const benchMicro = async (): Promise<void> => {
     const inline = await commits(false);
     const offloaded = await commits(true);
     row('commit: event-loop CPU (checkpoint in the committing connection → worker)', inline.cpuUs, offloaded.cpuUs, `commits > 5 ms: ${inline.stalledMs.toFixed(0)} → ${offloaded.stalledMs.toFixed(0)} ms in 20,000; p99.9 ${inline.p999.toFixed(0)} → ${offloaded.p999.toFixed(0)} µs`);
+
+    const statements = await directCost();
+    row('one issuance flow\'s session statements, SQLite (knex builder → prepared)', statements.knexMs * 1000, statements.directMs * 1000, `9 statements, ${statements.pages.toFixed(1)} WAL pages per flow; best of 5 rounds`);
 
     printTable('Per-operation costs removed from the hot path (5th percentile of 10-call batches over 3 s)', rows);
 };

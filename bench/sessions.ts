@@ -7,6 +7,7 @@ import { SessionSearch, type SessionListQuery } from '../plugins/sessions/servic
 import { SessionService, sha256Hex } from '../plugins/sessions/services/session-service';
 import { SingleUseStore } from '../lib/db/single-use';
 import type { Database } from '../lib/db/database';
+import { stopCheckpointer } from '../lib/db/knex';
 import Crypto from 'node:crypto';
 import { manifest } from '../manifests/default';
 import { bearer, clientWithToken, createTenant, rootToken } from '../test/helpers/auth';
@@ -119,7 +120,7 @@ const walPosition = async (knex: Knex, dialect: DialectName): Promise<number> =>
 };
 
 /** CPU (this process: the service's statements run in it) and WAL per flow, over WRITE_FLOWS flows one at a time. */
-export const writeCost = async (db: Database, dialect: DialectName): Promise<{ cpuMs: number; wal: number }> => {
+export const writeCost = async (db: Database, dialect: DialectName, flows = WRITE_FLOWS): Promise<{ cpuMs: number; wal: number }> => {
     const sessions = new SessionService(db);
     const singleUse = new SingleUseStore(db);
     // Warm: the statements prepared and the code optimised before the measured flows.
@@ -127,22 +128,54 @@ export const writeCost = async (db: Database, dialect: DialectName): Promise<{ c
         await flowWrites(sessions, singleUse, TENANT);
     }
     if (dialect === 'sqlite') {
-        // Nothing checkpoints meanwhile, so the WAL's frame count is what the flows wrote.
+        // Nothing checkpoints meanwhile (neither the worker, which stops for good, nor the connection), so the WAL's
+        // frame count is what the flows wrote.
+        await stopCheckpointer(db.knex);
         await db.knex.raw('pragma wal_autocheckpoint = 0');
         await db.knex.raw('pragma wal_checkpoint(TRUNCATE)');
     }
     const wal = await walPosition(db.knex, dialect);
     const cpu = process.cpuUsage();
-    for (let i = 0; i < WRITE_FLOWS; i++) {
+    for (let i = 0; i < flows; i++) {
         await flowWrites(sessions, singleUse, TENANT);
     }
     const used = process.cpuUsage(cpu);
     const written = (await walPosition(db.knex, dialect)) - wal;
     if (dialect === 'sqlite') {
-        await db.knex.raw('pragma wal_autocheckpoint = 1000');
+        await db.knex.raw('pragma wal_autocheckpoint = 10000');
         await db.knex.raw('pragma wal_checkpoint(TRUNCATE)');
     }
-    return { cpuMs: (used.user + used.system) / 1000 / WRITE_FLOWS, wal: written / WRITE_FLOWS };
+    return { cpuMs: (used.user + used.system) / 1000 / flows, wal: written / flows };
+};
+
+/**
+ * The CPU of one issuance flow's session statements on SQLite through knex's builder and as prepared statements on
+ * the connection (lib/db/direct.ts), alternately in one process (5 rounds of WRITE_FLOWS / 5 flows, the best round).
+ */
+export const directCost = async (): Promise<{ knexMs: number; directMs: number; pages: number }> => {
+    const database = await createTestDatabase('sqlite');
+    const config = loadConfig(testEnv(database, { NODE_ENV: 'production' }));
+    const server = await createServer(manifest(config), { logger: Pino({ level: 'silent' }) });
+    try {
+        await server.initialize();
+        await createTenant(server, await rootToken(server), TENANT);
+        const db = server.db;
+        const direct = db.direct;
+        const best = { knexMs: Infinity, directMs: Infinity, pages: 0 };
+        for (let round = 0; round < 5; round++) {
+            (db as { direct?: unknown }).direct = undefined;
+            best.knexMs = Math.min(best.knexMs, (await writeCost(db, 'sqlite', WRITE_FLOWS / 5)).cpuMs);
+            (db as { direct?: unknown }).direct = direct;
+            const measured = await writeCost(db, 'sqlite', WRITE_FLOWS / 5);
+            best.directMs = Math.min(best.directMs, measured.cpuMs);
+            best.pages = measured.wal;
+        }
+        return best;
+    }
+    finally {
+        await server.stop();
+        await database.drop();
+    }
 };
 
 /** The indexes of `sessions` with their sizes (MiB). */

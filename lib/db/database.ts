@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type { ColumnCipher } from '../crypto/column-cipher';
 import type { SecretHasher } from '../crypto/secret-hash';
 import type { BaseModel } from './model';
+import { DirectStatements } from './direct';
 import { createKnex, dialectOf, ping, stopCheckpointer, type Dialect } from './knex';
 import type { DatabaseConfig } from './config';
 
@@ -46,10 +47,15 @@ const REACHABLE_TIMEOUT_MS = 10_000;
 /** One database: its knex, its dialect, and models bound to it and to its column cipher. */
 export class Database {
     readonly dialect: Dialect;
+    /** Prepared statements on SQLite's connection for the hot paths (see direct.ts); undefined on PostgreSQL. */
+    readonly direct?: DirectStatements;
     private readonly bound = new Map<typeof BaseModel, typeof BaseModel>();
 
     constructor(readonly knex: Knex, readonly cipher: ColumnCipher, private readonly hasher?: SecretHasher) {
         this.dialect = dialectOf(knex);
+        if (this.dialect === 'sqlite') {
+            this.direct = new DirectStatements(knex);
+        }
     }
 
     static open(config: DatabaseConfig, cipher: ColumnCipher, hasher?: SecretHasher): Database {

@@ -84,9 +84,13 @@ export const createKnex = (db: DatabaseConfig, options: { connectTimeoutMs?: num
                         conn.pragma('temp_store = MEMORY');
                         cachePreparedStatements(conn);
                         if (file) {
-                            // Checkpoints in a worker thread (see checkpointer.ts); this connection's own only as a safety net.
-                            conn.pragma(`wal_autocheckpoint = ${SAFETY_NET_PAGES}`);
-                            checkpointer ??= startCheckpointer(db.filename);
+                            // Checkpoints in a worker thread once the service writes (see checkpointer.ts); this
+                            // connection's own then only as a safety net.
+                            checkpointer ??= startCheckpointer(db.filename, () => {
+                                if (conn.open) {
+                                    conn.pragma(`wal_autocheckpoint = ${SAFETY_NET_PAGES}`);
+                                }
+                            });
                         }
                         done(null, conn);
                     }

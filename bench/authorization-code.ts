@@ -1,12 +1,11 @@
 import Crypto from 'node:crypto';
 import Path from 'node:path';
 import { party, type Party } from '../test/helpers/pki';
-import { closedLoop, cryptoSpeed, httpClient } from './load';
-import { cpuMs, post, ROOT, startService } from './service';
-import { percentile, printTable } from './table';
+import { httpClient } from './load';
+import { machine, measureFlow, printMachine } from './harness';
+import { post, ROOT, startService } from './service';
 
 const WALLETS = Number(process.env.HALLMARK_BENCH_WALLETS ?? 8);
-const DURATION_MS = 10_000;
 const REDIRECT_URI = 'https://wallet.example/callback';
 const { call, close } = httpClient();
 
@@ -106,22 +105,20 @@ export const benchAuthorizationCode = async (): Promise<void> => {
             }
         };
 
-        const cpuBefore = cpuMs(service.pid);
-        const { latencies, rate, clientShare } = await closedLoop(flow, WALLETS, DURATION_MS);
-        const serverCpuMs = (cpuMs(service.pid) - cpuBefore) / (latencies.length + 50);
-        const speed = cryptoSpeed();
-        // The server signs once (the credential) and verifies eight signatures per flow: the attestation and its PoP at
-        // PAR and at token, three DPoP proofs and the key proof (the attestation's x5c chain check is cached).
-        const ceiling = 1 / (1 / speed.sign + 8 / speed.verify);
-        printTable(`Authorization code flow with wallet attestation and DPoP (one process, SQLite, ${WALLETS} wallets, 10 s)`, [
-            { measure: 'flows/s', value: Math.round(rate), target: '>= 300' },
-            { measure: 'p50 ms', value: percentile(latencies, 50), target: '' },
-            { measure: 'p99 ms', value: percentile(latencies, 99), target: '' },
-            { measure: 'server CPU ms/flow', value: serverCpuMs.toFixed(2), target: '' },
-            { measure: 'crypto ceiling flows/s (1 sign + 8 verify, one core)', value: Math.round(ceiling), target: '' },
-            { measure: 'share of the ceiling', value: `${Math.round((rate / ceiling) * 100)}%`, target: '' },
-            { measure: 'CPU of the wallets (this process)', value: `${Math.round(clientShare * 100)}% of a core`, target: '' }
-        ]);
+        const info = await machine();
+        printMachine(info);
+        // 7 requests. The server signs once (the credential) and verifies eight signatures per flow: the attestation
+        // and its PoP at PAR and at token, three DPoP proofs and the key proof (the attestation's x5c chain check is
+        // cached).
+        await measureFlow(service, {
+            name: 'authcode',
+            title: 'Authorization code flow with wallet attestation and DPoP (offer, nonce, PAR, authorize, token, nonce, credential; one process, SQLite)',
+            run: flow,
+            requests: 7,
+            signs: 1,
+            verifies: 8,
+            extra: (r) => [{ measure: 'issue #13 target', value: '>= 300 flows/s', note: `${Math.round(r.rate)} flows/s on this machine` }]
+        }, info);
     }
     finally {
         close();

@@ -5,6 +5,7 @@ import { benchDcApi, benchIso18013 } from './browser-presentation';
 import { benchIssuance } from './issuance';
 import { benchPresentation } from './presentation';
 import { benchKms } from './kms';
+import { benchMicro } from './micro';
 import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
 import { benchStatusLists } from './status-lists';
@@ -23,7 +24,8 @@ const benches: Record<string, () => Promise<void>> = {
     bundles: benchBundles,
     iso18013: benchIso18013,
     dcapi: benchDcApi,
-    trust: benchTrustLists
+    trust: benchTrustLists,
+    micro: benchMicro
 };
 
 const main = async () => {

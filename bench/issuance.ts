@@ -1,5 +1,6 @@
 import Crypto from 'node:crypto';
-import { closedLoop, cryptoSpeed, httpClient } from './load';
+import { closedLoop, httpClient } from './load';
+import { machine, measureFlow, printMachine, type FlowSpec } from './harness';
 import { percentile, printTable } from './table';
 import { cpuMs, post, ROOT, startService } from './service';
 
@@ -59,30 +60,22 @@ export const benchIssuance = async (): Promise<void> => {
             }
         };
 
+        const info = await machine();
+        printMachine(info);
+        // Per flow: 6 requests; the server signs once (the credential) and verifies once (the proof).
+        const spec = (name: string, configurationId: string, title: string): FlowSpec => ({ name, title, run: flow(configurationId), requests: 6, signs: 1, verifies: 1, targetRatio: 3 });
+        await measureFlow(service, spec('issuance', 'pid', 'Issuance: pre-authorized dc+sd-jwt flow (offer, fetch, metadata, token, nonce, credential; one process, SQLite)'), info);
+        if (process.env.HALLMARK_BENCH_MAIN_ONLY === '1') {
+            // A/B comparisons of one change: the main flow only.
+            return;
+        }
+        await measureFlow(service, spec('issuance-status', 'pid-status', 'Issuance with statusManagement (a status list index per credential)'), info);
+
         const measure = async (run: () => Promise<void>) => {
             const cpuBefore = cpuMs(service.pid);
             const result = await closedLoop(run, WALLETS, DURATION_MS);
             return { ...result, serverCpuMsPerOp: (cpuMs(service.pid) - cpuBefore) / result.latencies.length };
         };
-        const plain = await measure(flow('pid'));
-        const withStatus = await measure(flow('pid-status'));
-        const speed = cryptoSpeed();
-        // Per flow the server signs once (the credential) and verifies once (the proof).
-        const ceiling = 1 / (1 / speed.sign + 1 / speed.verify);
-        printTable(`Issuance: full pre-authorized dc+sd-jwt flow (one process, SQLite, ${WALLETS} wallets, 10 s)`, [
-            { measure: 'flows/s', value: Math.round(plain.rate), target: '>= 500' },
-            { measure: 'p50 ms', value: percentile(plain.latencies, 50), target: '' },
-            { measure: 'p99 ms', value: percentile(plain.latencies, 99), target: '< 50' },
-            { measure: 'server CPU ms/flow', value: plain.serverCpuMsPerOp.toFixed(2), target: '' },
-            { measure: 'flows/s with statusManagement', value: Math.round(withStatus.rate), target: `>= ${Math.round(plain.rate * 0.9)} (90 %)` },
-            { measure: 'p99 ms with statusManagement', value: percentile(withStatus.latencies, 99), target: '' },
-            { measure: 'server CPU ms/flow with statusManagement', value: withStatus.serverCpuMsPerOp.toFixed(2), target: '' },
-            { measure: 'node ES256 sign/s (one core)', value: speed.sign, target: '' },
-            { measure: 'node ES256 verify/s (one core)', value: speed.verify, target: '' },
-            { measure: 'crypto ceiling flows/s (1 sign + 1 verify)', value: Math.round(ceiling), target: '' },
-            { measure: 'share of the ceiling', value: `${Math.round((plain.rate / ceiling) * 100)}%`, target: '' },
-            { measure: 'CPU of the wallets (this process)', value: `${Math.round(plain.clientShare * 100)}% of a core`, target: '' }
-        ]);
 
         // PATCH of entries: each wallet takes the next issued entry and suspends or reinstates it.
         let next = 0;

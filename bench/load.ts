@@ -9,11 +9,22 @@ export interface Answer {
     readonly json: any;
 }
 
+/**
+ * Told of every request before it is sent (the per-route phase of bench/harness.ts runs one request at a time and
+ * charges the server CPU spent from one request's start to the next's to the first one's route).
+ */
+let requestObserver: ((method: string, url: string) => void) | undefined;
+
+export const observeRequests = (observer: ((method: string, url: string) => void) | undefined): void => {
+    requestObserver = observer;
+};
+
 /** A keep-alive HTTP client, so the benchmarks measure the service rather than connection set-up. */
 export const httpClient = () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 64 });
     const call = (url: string, method: string, body?: string, headers: Record<string, string> = {}): Promise<Answer> =>
         new Promise((resolve, reject) => {
+            requestObserver?.(method, url);
             const req = request(url, { method, agent, headers: { ...(body ? { 'content-length': Buffer.byteLength(body) } : {}), ...headers } }, (res) => {
                 const chunks: Buffer[] = [];
                 res.on('data', (c) => chunks.push(c));

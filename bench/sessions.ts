@@ -4,17 +4,22 @@ import Pino from 'pino';
 import { createServer } from '../lib/compose';
 import { loadConfig } from '../manifests/environment';
 import { SessionSearch, type SessionListQuery } from '../plugins/sessions/services/search';
-import { sha256Hex } from '../plugins/sessions/services/session-service';
+import { SessionService, sha256Hex } from '../plugins/sessions/services/session-service';
+import { SingleUseStore } from '../lib/db/single-use';
+import type { Database } from '../lib/db/database';
+import { stopCheckpointer } from '../lib/db/knex';
+import Crypto from 'node:crypto';
 import { manifest } from '../manifests/default';
 import { bearer, clientWithToken, createTenant, rootToken } from '../test/helpers/auth';
 import { createTestDatabase, type DialectName } from '../test/helpers/databases';
 import { testEnv } from '../test/helpers/server';
+import * as indexBudget from '../plugins/sessions/migrations/20261126_0013_session_index_budget';
 import { percentile, printTable } from './table';
 
 const SESSIONS = Number(process.env.HALLMARK_BENCH_SESSIONS ?? 1_000_000);
 const REQUESTS = 200;
 const WARMUP = 10;
-const TENANT = 'bench';
+export const TENANT = 'bench';
 /** 1 Nov 2026, and one session every 7.776 s: a million sessions span 90 days. */
 const START_EPOCH = 1_793_491_200;
 const STEP_SECONDS = 7.776;
@@ -77,6 +82,112 @@ export const seedSessions = async (knex: Knex, dialect: DialectName, count: numb
     }
 };
 
+
+const WRITE_FLOWS = Number(process.env.HALLMARK_BENCH_WRITE_FLOWS ?? 2000);
+
+/**
+ * The session statements of one pre-authorized issuance flow, as the services run them: create the session (offer),
+ * mark the offer fetched, redeem the code (access token hash), issue and consume the proof nonce, record the issued
+ * credential in the sealed data (active → fetched). No HTTP, no signatures: what the index design costs per flow.
+ */
+const flowWrites = async (sessions: SessionService, singleUse: SingleUseStore, tenantId: string): Promise<void> => {
+    const offerId = Crypto.randomUUID();
+    const code = Crypto.randomBytes(24).toString('base64url');
+    const token = Crypto.randomBytes(32).toString('base64url');
+    const nonce = Crypto.randomBytes(24).toString('base64url');
+    const session = await sessions.create({
+        tenantId, type: 'issuance', offerId, codeHash: sha256Hex(code), credentialConfigurationIds: ['pid'], reference: `ref-${offerId.slice(0, 8)}`,
+        expiresAt: new Date(Date.now() + 300_000).toISOString(), data: { claims: { pid: { given_name: 'Erika', family_name: 'Mustermann' } }, issued: [], events: [] } as never
+    });
+    const offered = await sessions.findBy('issuance', tenantId, 'offerId', offerId);
+    await sessions.update(offered!.id, { offerFetchedAt: new Date().toISOString() }, { isNull: ['offerFetchedAt'] });
+    const redeemed = await sessions.findBy('issuance', tenantId, 'codeHash', sha256Hex(code));
+    await sessions.update(redeemed!.id, { codeUsedAt: new Date().toISOString(), accessTokenHash: sha256Hex(token), accessTokenExpiresAt: new Date(Date.now() + 300_000).toISOString() }, { isNull: ['codeUsedAt'] });
+    await singleUse.issue(tenantId, `c_nonce:${nonce}`, 300);
+    const bearer = await sessions.findBy('issuance', tenantId, 'accessTokenHash', sha256Hex(token));
+    await singleUse.consume(tenantId, `c_nonce:${nonce}`);
+    await sessions.mutateData<'issuance'>(bearer ?? session.id, (data) => ({ ...data, issued: [...((data as { issued?: unknown[] }).issued ?? []), { format: 'dc+sd-jwt' }] }) as never, {}, { advance: { from: 'active', to: 'fetched' } });
+};
+
+/** WAL written by the database so far: SQLite frames (pages) since the last truncation, PostgreSQL bytes. */
+const walPosition = async (knex: Knex, dialect: DialectName): Promise<number> => {
+    if (dialect === 'sqlite') {
+        const [row] = await knex.raw('pragma wal_checkpoint(PASSIVE)') as Array<{ log: number }>;
+        return row!.log;
+    }
+    const { rows } = await knex.raw("select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as at");
+    return Number(rows[0].at);
+};
+
+/** CPU (this process: the service's statements run in it) and WAL per flow, over WRITE_FLOWS flows one at a time. */
+export const writeCost = async (db: Database, dialect: DialectName, flows = WRITE_FLOWS): Promise<{ cpuMs: number; wal: number }> => {
+    const sessions = new SessionService(db);
+    const singleUse = new SingleUseStore(db);
+    // Warm: the statements prepared and the code optimised before the measured flows.
+    for (let i = 0; i < 300; i++) {
+        await flowWrites(sessions, singleUse, TENANT);
+    }
+    if (dialect === 'sqlite') {
+        // Nothing checkpoints meanwhile (neither the worker, which stops for good, nor the connection), so the WAL's
+        // frame count is what the flows wrote.
+        await stopCheckpointer(db.knex);
+        await db.knex.raw('pragma wal_autocheckpoint = 0');
+        await db.knex.raw('pragma wal_checkpoint(TRUNCATE)');
+    }
+    const wal = await walPosition(db.knex, dialect);
+    const cpu = process.cpuUsage();
+    for (let i = 0; i < flows; i++) {
+        await flowWrites(sessions, singleUse, TENANT);
+    }
+    const used = process.cpuUsage(cpu);
+    const written = (await walPosition(db.knex, dialect)) - wal;
+    if (dialect === 'sqlite') {
+        await db.knex.raw('pragma wal_autocheckpoint = 10000');
+        await db.knex.raw('pragma wal_checkpoint(TRUNCATE)');
+    }
+    return { cpuMs: (used.user + used.system) / 1000 / flows, wal: written / flows };
+};
+
+/**
+ * The CPU of one issuance flow's session statements on SQLite through knex's builder and as prepared statements on
+ * the connection (lib/db/direct.ts), alternately in one process (5 rounds of WRITE_FLOWS / 5 flows, the best round).
+ */
+export const directCost = async (): Promise<{ knexMs: number; directMs: number; pages: number }> => {
+    const database = await createTestDatabase('sqlite');
+    const config = loadConfig(testEnv(database, { NODE_ENV: 'production' }));
+    const server = await createServer(manifest(config), { logger: Pino({ level: 'silent' }) });
+    try {
+        await server.initialize();
+        await createTenant(server, await rootToken(server), TENANT);
+        const db = server.db;
+        const direct = db.direct;
+        const best = { knexMs: Infinity, directMs: Infinity, pages: 0 };
+        for (let round = 0; round < 5; round++) {
+            (db as { direct?: unknown }).direct = undefined;
+            best.knexMs = Math.min(best.knexMs, (await writeCost(db, 'sqlite', WRITE_FLOWS / 5)).cpuMs);
+            (db as { direct?: unknown }).direct = direct;
+            const measured = await writeCost(db, 'sqlite', WRITE_FLOWS / 5);
+            best.directMs = Math.min(best.directMs, measured.cpuMs);
+            best.pages = measured.wal;
+        }
+        return best;
+    }
+    finally {
+        await server.stop();
+        await database.drop();
+    }
+};
+
+/** The indexes of `sessions` with their sizes (MiB). */
+export const indexSizes = async (knex: Knex, dialect: DialectName): Promise<Array<{ name: string; mib: number }>> => {
+    if (dialect === 'sqlite') {
+        const rows = await knex.raw(`select name, sum(pgsize) as bytes from dbstat where name in (select name from sqlite_master where type = 'index' and tbl_name = 'sessions') or name = 'sessions' group by name order by name`) as Array<{ name: string; bytes: number }>;
+        return rows.map((r) => ({ name: r.name === 'sessions' ? 'sessions (table)' : r.name, mib: r.bytes / 2 ** 20 }));
+    }
+    const { rows } = await knex.raw(`select indexrelname as name, pg_relation_size(indexrelid) as bytes from pg_stat_user_indexes where relname = 'sessions' union all select 'sessions (table)', pg_relation_size('sessions') order by 1`);
+    return (rows as Array<{ name: string; bytes: string }>).map((r) => ({ name: r.name, mib: Number(r.bytes) / 2 ** 20 }));
+};
+
 const time = async (server: Hapi.Server, token: string, urls: () => string): Promise<{ p50: number; p95: number; total: string }> => {
     const samples: number[] = [];
     let total = '';
@@ -99,7 +210,7 @@ const time = async (server: Hapi.Server, token: string, urls: () => string): Pro
 };
 
 /** EXPLAIN QUERY PLAN (SQLite) or EXPLAIN ANALYZE (PostgreSQL) of a built statement, as text lines. */
-const explain = async (knex: Knex, dialect: DialectName, builder: Knex.QueryBuilder): Promise<string[]> => {
+export const explain = async (knex: Knex, dialect: DialectName, builder: Knex.QueryBuilder): Promise<string[]> => {
     const { sql, bindings } = builder.toSQL();
     const result = await knex.raw(`${dialect === 'postgres' ? 'explain (analyze, costs off, timing on, summary on)' : 'explain query plan'} ${sql}`, bindings as Knex.RawBinding[]);
     const rows = (Array.isArray(result) ? result : result.rows) as Array<Record<string, unknown>>;
@@ -117,6 +228,8 @@ const pick = <T>(values: T[]): T => values[Math.floor(Math.random() * values.len
  */
 export const benchSessions = async (): Promise<void> => {
     const rows: Array<Record<string, string | number>> = [];
+    const writes: Array<Record<string, string | number>> = [];
+    const sizes: Array<Record<string, string | number>> = [];
     for (const dialect of ['sqlite', 'postgres'] as DialectName[]) {
         const plans: string[] = [];
         const database = await createTestDatabase(dialect);
@@ -130,10 +243,29 @@ export const benchSessions = async (): Promise<void> => {
             const verifier = (await clientWithToken(server, root, { clientId: 'bench-verifier', roles: ['presentation:request'], tenantId: TENANT })).token;
             const knex = server.db.knex;
 
+            const empty = await writeCost(server.db, dialect);
+            // The same at 0 with the index design before migration 0013 (15 indexes), for comparison.
+            await indexBudget.down(knex);
+            const before = await writeCost(server.db, dialect);
+            await indexBudget.up(knex);
+            writes.push(
+                { dialect, measure: `CPU ms per flow, 15 indexes (before 0013)`, 'at 0': before.cpuMs.toFixed(3), [`at ${SESSIONS}`]: '', change: '' },
+                { dialect, measure: `WAL per flow, 15 indexes (before 0013)`, 'at 0': (dialect === 'sqlite' ? before.wal : before.wal / 1024).toFixed(1), [`at ${SESSIONS}`]: '', change: '' }
+            );
             const seeding = Date.now();
             await seedSessions(knex, dialect, SESSIONS);
             const seconds = (Date.now() - seeding) / 1000;
             process.stdout.write(`${dialect}: ${SESSIONS} sessions inserted in ${seconds.toFixed(1)} s\n`);
+            const full = await writeCost(server.db, dialect);
+            const unit = dialect === 'sqlite' ? 'WAL pages (4 KiB)' : 'WAL KiB';
+            const walOf = (cost: { wal: number }) => (dialect === 'sqlite' ? cost.wal : cost.wal / 1024).toFixed(1);
+            writes.push(
+                { dialect, measure: `CPU ms per flow (session statements, ${WRITE_FLOWS} flows)`, 'at 0': empty.cpuMs.toFixed(3), [`at ${SESSIONS}`]: full.cpuMs.toFixed(3), change: `${Math.round((full.cpuMs / empty.cpuMs - 1) * 100)}%` },
+                { dialect, measure: `${unit} per flow`, 'at 0': walOf(empty), [`at ${SESSIONS}`]: walOf(full), change: `${Math.round((full.wal / empty.wal - 1) * 100)}%` }
+            );
+            for (const index of await indexSizes(knex, dialect)) {
+                sizes.push({ dialect, index: index.name, MiB: index.mib.toFixed(1) });
+            }
 
             const ids = (await knex('sessions').select('id').where('tenantId', TENANT).orderBy('createdAt').offset(Math.floor(SESSIONS / 2)).limit(REQUESTS)).map((r) => r.id as string);
             const reference = () => `order-${Math.floor(Math.random() * (SESSIONS / 2))}`;
@@ -182,4 +314,6 @@ export const benchSessions = async (): Promise<void> => {
         printTable(`${dialect}: GET /api/session over ${SESSIONS} sessions (p95 target: 50 ms)`, rows.filter((r) => r.dialect === dialect));
     }
     printTable(`GET /api/session over ${SESSIONS} sessions of one tenant, ${REQUESTS} requests each via server.inject (target: p95 < 50 ms)`, rows);
+    printTable(`Indexes of sessions at ${SESSIONS} sessions`, sizes);
+    printTable(`Write cost of one issuance flow's session statements at 0 and at ${SESSIONS} sessions (target: within 10 %)`, writes);
 };

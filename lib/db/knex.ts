@@ -2,6 +2,7 @@ import Fs from 'node:fs';
 import Path from 'node:path';
 import Knex, { type Knex as KnexType } from 'knex';
 import { knexSnakeCaseMappers } from 'objection';
+import { SAFETY_NET_PAGES, startCheckpointer, type Checkpointer } from './checkpointer';
 import type { DatabaseConfig } from './config';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -47,12 +48,22 @@ const knexLog = {
     }
 };
 
+const checkpointers = new WeakMap<KnexType, Checkpointer>();
+
+/**
+ * Stops the checkpoint worker of a SQLite knex (nothing for others). Call before destroying the knex: the worker
+ * closes its connection first, so that the service's, the last, checkpoints and removes the WAL.
+ */
+export const stopCheckpointer = (knex: KnexType): Promise<void> => checkpointers.get(knex)?.stop() ?? Promise.resolve();
+
 export const createKnex = (db: DatabaseConfig, options: { connectTimeoutMs?: number } = {}): KnexType => {
     if (db.type === 'sqlite') {
-        if (db.filename !== ':memory:') {
+        const file = db.filename !== ':memory:';
+        if (file) {
             Fs.mkdirSync(Path.dirname(db.filename), { recursive: true });
         }
-        return Knex({
+        let checkpointer: Checkpointer | undefined;
+        const knex = Knex({
             ...knexSnakeCaseMappers(),
             client: 'better-sqlite3',
             connection: { filename: db.filename },
@@ -72,6 +83,15 @@ export const createKnex = (db: DatabaseConfig, options: { connectTimeoutMs?: num
                         conn.pragma('mmap_size = 268435456');
                         conn.pragma('temp_store = MEMORY');
                         cachePreparedStatements(conn);
+                        if (file) {
+                            // Checkpoints in a worker thread once the service writes (see checkpointer.ts); this
+                            // connection's own then only as a safety net.
+                            checkpointer ??= startCheckpointer(db.filename, () => {
+                                if (conn.open) {
+                                    conn.pragma(`wal_autocheckpoint = ${SAFETY_NET_PAGES}`);
+                                }
+                            });
+                        }
                         done(null, conn);
                     }
                     catch (err) {
@@ -80,6 +100,8 @@ export const createKnex = (db: DatabaseConfig, options: { connectTimeoutMs?: num
                 }
             }
         });
+        checkpointers.set(knex, { stop: () => checkpointer?.stop() ?? Promise.resolve() });
+        return knex;
     }
 
     return Knex({

@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import type { JWK } from 'jose';
+import { jwkThumbprintSync, jwsPayload, verifyEcdsaJws } from '../crypto/jws';
 import type { SingleUseStore } from '../db/single-use';
 import { OAuthError } from '../errors';
 
@@ -60,7 +61,8 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
 
 const isSymmetricOrNone = (alg: string) => alg === 'none' || /^HS\d+$/i.test(alg);
 
-export const jwkThumbprint = (jwk: JWK): Promise<string> => Jose.calculateJwkThumbprint(jwk, 'sha256');
+/** RFC 7638 SHA-256 thumbprint (node:crypto, synchronous underneath; jose's goes through WebCrypto). */
+export const jwkThumbprint = async (jwk: JWK): Promise<string> => jwkThumbprintSync(jwk as Record<string, unknown>);
 
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 
@@ -197,14 +199,34 @@ export class DpopVerifier {
         }
 
         let payloadBytes: Uint8Array;
+        // ECDSA (every proof a HAIP wallet sends) on node:crypto; anything else through jose.
+        let key: Crypto.KeyObject | undefined;
         try {
-            ({ payload: payloadBytes } = await Jose.compactVerify(proof, Jose.EmbeddedJWK, { algorithms: this.algorithms }));
+            key = jwk.kty === 'EC' ? Crypto.createPublicKey({ key: jwk as Crypto.JsonWebKey, format: 'jwk' }) : undefined;
         }
-        catch (err) {
-            if (err instanceof Jose.errors.JWSSignatureVerificationFailed) {
+        catch {
+            throw invalid('DPoP proof jwk does not fit its alg or cannot verify it');
+        }
+        const check = key && verifyEcdsaJws(proof, header as Record<string, unknown>, key, header.alg);
+        if (check) {
+            if (check === 'unfit') {
+                throw invalid('DPoP proof jwk does not fit its alg or cannot verify it');
+            }
+            if (check === 'invalid') {
                 throw invalid('DPoP proof signature is invalid');
             }
-            throw invalid('DPoP proof jwk does not fit its alg or cannot verify it');
+            payloadBytes = jwsPayload(proof);
+        }
+        else {
+            try {
+                ({ payload: payloadBytes } = await Jose.compactVerify(proof, Jose.EmbeddedJWK, { algorithms: this.algorithms }));
+            }
+            catch (err) {
+                if (err instanceof Jose.errors.JWSSignatureVerificationFailed) {
+                    throw invalid('DPoP proof signature is invalid');
+                }
+                throw invalid('DPoP proof jwk does not fit its alg or cannot verify it');
+            }
         }
 
         let claims: unknown;

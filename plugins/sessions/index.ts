@@ -4,6 +4,7 @@ import { SingleUseStore } from '../../lib/db/single-use';
 import * as sessionTables from './migrations/20261125_0004_sessions';
 import * as sessionLogs from './migrations/20261125_0005_session_logs';
 import * as sessionSearch from './migrations/20261125_0006_session_search';
+import * as sessionIndexBudget from './migrations/20261126_0013_session_index_budget';
 import { SessionSearch } from './services/search';
 import { SessionService } from './services/session-service';
 import { sessionMaintenanceJob } from './jobs/maintenance';
@@ -38,7 +39,8 @@ export const plugin: Hapi.Plugin<SessionsOptions> = {
         server.registerMigrations([
             { name: '20261125_0004_sessions', ...sessionTables },
             { name: '20261125_0005_session_logs', ...sessionLogs },
-            { name: '20261125_0006_session_search', ...sessionSearch }
+            { name: '20261125_0006_session_search', ...sessionSearch },
+            { name: '20261126_0013_session_index_budget', ...sessionIndexBudget }
         ]);
         server.expose('defaultTtl', ttl);
         const sessions = new SessionService(server.db);

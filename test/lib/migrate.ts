@@ -47,6 +47,7 @@ const RELEASED = [
     '20261126_0010_status_token_forms',
     '20261126_0011_deferred_issuance',
     '20261126_0012_config_bundles',
+    '20261126_0013_session_index_budget',
     '20261126_0015_trust'
 ];
 

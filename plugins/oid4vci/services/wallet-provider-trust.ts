@@ -1,5 +1,6 @@
 import type Crypto from 'node:crypto';
 import * as Jose from 'jose';
+import { jwsPayload, verifyEcdsaJws } from '../../../lib/crypto/jws';
 import { VerificationFailure } from '../../../lib/verify/failures';
 import { verifyCertificateChain, type TrustAnchor } from '../../../lib/verify/trust';
 
@@ -51,11 +52,27 @@ export const walletProviderKey = async (trust: WalletProviderTrust, tenantId: st
 export const isObject = (value: unknown): value is Record<string, unknown> =>
     typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** The protected header of a compact JWS, or {} when it is not a JSON object (jose then says what is wrong). */
+const protectedHeaderOf = (jwt: string): Record<string, unknown> => {
+    try {
+        const header: unknown = JSON.parse(Buffer.from(jwt.slice(0, jwt.indexOf('.')), 'base64url').toString('utf8'));
+        return isObject(header) ? header : {};
+    }
+    catch {
+        return {};
+    }
+};
+
 /** The JWS's claims once its signature verifies with `key` under `alg`. */
 export const verifiedClaims = async (jwt: string, key: Crypto.KeyObject, alg: string, what: string, keyName: string, fail: Fail): Promise<Record<string, unknown>> => {
     let payload: Uint8Array;
+    // ECDSA on node:crypto (see lib/crypto/jws.ts); anything else, and any malformed header, through jose.
+    const check = verifyEcdsaJws(jwt, protectedHeaderOf(jwt), key, alg);
+    if (check === 'invalid') {
+        throw fail(`The ${what} signature does not verify with ${keyName}`);
+    }
     try {
-        ({ payload } = await Jose.compactVerify(jwt, key, { algorithms: [alg] }));
+        ({ payload } = check === 'valid' ? { payload: jwsPayload(jwt) } : await Jose.compactVerify(jwt, key, { algorithms: [alg] }));
     }
     catch (err) {
         if (err instanceof Jose.errors.JWSSignatureVerificationFailed) {

@@ -471,9 +471,15 @@ export class SessionSearch {
             .orderByRaw(this.order(query.sortBy ?? 'updatedAt', query.sortOrder ?? 'desc', Boolean(plan.drive)))
             .limit(query.pageSize)
             .offset((query.page - 1) * query.pageSize);
+        // A condition only the row can answer (credentialConfigurationId) makes the count read rows: SQLite, free to
+        // pick any index of the tenant for an unordered count, takes the narrowest, (tenant, id), whose order is
+        // random in the table; the created-at index reads them in about the order they were written (and carries the
+        // type and status conditions).
+        const rowRead = !this.pg && query.credentialConfigurationId !== undefined && !plan.handles && !plan.drive;
+        const countFrom = rowRead ? knex.from(knex.raw('sessions indexed by sessions_list_created')) as unknown as Knex.QueryBuilder : knex('sessions');
         const count = knex
             .count({ n: '*' })
-            .from(knex('sessions').select(knex.raw('1')).modify((qb) => this.filter(qb, tenantId, types, query, plan, true)).limit(countLimit).as('matching'));
+            .from(countFrom.select(knex.raw('1')).modify((qb) => this.filter(qb, tenantId, types, query, plan, true)).limit(countLimit).as('matching'));
         return { page, count };
     }
 

@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Database } from '../../../lib/db/database';
+import { snakeCase } from '../../../lib/db/direct';
 import { TERMINAL_STATUSES, type SessionModel, type SessionStatus, type SessionType } from '../models/session';
 
 type SessionColumns = Omit<SessionModel, keyof import('objection').Model | 'type' | 'data'>;
@@ -46,6 +47,20 @@ const MUTATE_ATTEMPTS = 20;
 const DATA_VERSION = Symbol('dataVersion');
 
 export const sha256Hex = (value: string): string => Crypto.createHash('sha256').update(value).digest('hex');
+
+/**
+ * A UUID of version 7 (RFC 9562): 48 bits of Unix time in ms, then 74 random bits. Session ids grow with time, so a
+ * new session's entries in the primary key and in (tenant, id) go at the end of those indexes, where the pages are
+ * in memory, instead of at a random place of a million sessions' worth of pages (see docs/performance.md).
+ */
+export const timeOrderedUuid = (): string => {
+    const bytes = Crypto.randomBytes(16);
+    bytes.writeUIntBE(Date.now(), 0, 6);
+    bytes[6] = (bytes[6]! & 0x0f) | 0x70;
+    bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+    const hex = bytes.toString('hex');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+};
 
 const COLUMNS: Record<string, string> = {
     txCodeFailures: 'tx_code_failures'
@@ -108,30 +123,48 @@ export class SessionService {
         return session?.type === type && session.data !== null ? session as LiveSession<K> : undefined;
     }
 
+    /** Rows of a query on SQLite's connection when it may run there now (see lib/db/direct.ts), else undefined. */
+    private directRows(sql: string, params: unknown[]): Array<Record<string, unknown>> | undefined {
+        return this.db.ambient() ? undefined : this.db.direct?.all(sql, params);
+    }
+
     async create<K extends SessionType>(input: { tenantId: string; type: K; data?: SessionData<K> | null } & Omit<SessionPatch, 'data'>): Promise<Session<K>> {
         const now = new Date().toISOString();
-        const session = { id: Crypto.randomUUID(), status: 'active' as SessionStatus, txCodeFailures: 0, ...input, createdAt: now, updatedAt: now } as Session<K>;
-        await this.table().insert(this.toRow(session));
+        const session = { id: timeOrderedUuid(), status: 'active' as SessionStatus, txCodeFailures: 0, ...input, createdAt: now, updatedAt: now } as Session<K>;
+        const row = this.toRow(session);
+        const columns = Object.keys(row).filter((key) => row[key] !== undefined);
+        const inserted = this.db.ambient() ? undefined : this.db.direct?.run(
+            `insert into sessions (${columns.map(snakeCase).join(', ')}) values (${columns.map(() => '?').join(', ')})`, columns.map((key) => row[key]));
+        if (inserted === undefined) {
+            await this.table().insert(row);
+        }
         this.notify(session);
         return session;
     }
 
     async get(id: string): Promise<Session | undefined> {
-        return this.fromRow(await this.table().where({ id }).first());
+        const rows = this.directRows('select * from sessions where id = ? limit 1', [id]);
+        return this.fromRow(rows ? rows[0] : await this.table().where({ id }).first());
     }
 
     /** A session of this type of the tenant found by one of its public handles. */
     async findBy<K extends SessionType>(type: K, tenantId: string, field: 'offerId' | 'codeHash' | 'accessTokenHash' | 'walletNonce', value: string): Promise<LiveSession<K> | undefined> {
-        return this.live(type, this.fromRow(await this.table().where({ tenantId, [field]: value }).first()));
+        const rows = this.directRows(`select * from sessions where tenant_id = ? and ${snakeCase(field)} = ? limit 1`, [tenantId, value]);
+        return this.live(type, this.fromRow(rows ? rows[0] : await this.table().where({ tenantId, [field]: value }).first()));
     }
 
     /** A session of this type found by a handle that is unique across tenants (the wallet nonce in a presentation URL). */
     async findByWalletNonce<K extends SessionType>(type: K, walletNonce: string): Promise<LiveSession<K> | undefined> {
-        return this.live(type, this.fromRow(await this.table().where({ walletNonce }).first()));
+        const rows = this.directRows('select * from sessions where wallet_nonce = ? limit 1', [walletNonce]);
+        return this.live(type, this.fromRow(rows ? rows[0] : await this.table().where({ walletNonce }).first()));
     }
 
     /** Applies `patch` only when the session still meets the conditions. True when this call made the change. */
     async update(id: string, patch: SessionPatch, where: UpdateConditions = {}): Promise<boolean> {
+        const direct = this.directUpdate(id, patch, where);
+        if (direct !== undefined) {
+            return direct;
+        }
         const knex = this.db.knex;
         const query = this.table().where({ id });
         if (where.status) {
@@ -168,6 +201,65 @@ export class SessionService {
         return !!changed;
     }
 
+    /** update() as one prepared statement on SQLite's connection, when it may run there now; else undefined. */
+    private directUpdate(id: string, patch: SessionPatch, where: UpdateConditions): boolean | undefined {
+        if (this.db.ambient() || !this.db.direct) {
+            return undefined;
+        }
+        const conditions = ['id = ?'];
+        const params: unknown[] = [id];
+        if (where.status) {
+            conditions.push(`status in (${where.status.map(() => '?').join(', ')})`);
+            params.push(...where.status);
+        }
+        for (const column of where.isNull ?? []) {
+            conditions.push(`${snakeCase(column as string)} is null`);
+        }
+        if (where.below) {
+            conditions.push(`${snakeCase(where.below.column)} < ?`);
+            params.push(where.below.limit);
+        }
+        if (where.sameData !== undefined) {
+            conditions.push('data = ?');
+            params.push(where.sameData);
+        }
+        if (where.probeOnly) {
+            const found = this.db.direct.all(`select id from sessions where ${conditions.join(' and ')} limit 1`, params);
+            return found && found.length > 0;
+        }
+        const row = this.toRow({ ...patch, updatedAt: new Date().toISOString() });
+        const sets: string[] = [];
+        const values: unknown[] = [];
+        for (const [key, value] of Object.entries(row)) {
+            if (value !== undefined && key !== where.increment && !(where.advance && key === 'status')) {
+                sets.push(`${snakeCase(key)} = ?`);
+                values.push(value);
+            }
+        }
+        if (where.increment) {
+            const column = COLUMNS[where.increment]!;
+            sets.push(`${column} = ${column} + 1`);
+        }
+        if (where.advance) {
+            sets.push('status = case when status = ? then ? else status end');
+            values.push(where.advance.from, where.advance.to);
+        }
+        const sql = `update sessions set ${sets.join(', ')} where ${conditions.join(' and ')}`;
+        const statusChange = (patch.status || where.advance) && this.listeners.length;
+        if (!statusChange) {
+            const changed = this.db.direct.run(sql, [...values, ...params]);
+            return changed === undefined ? undefined : changed === 1;
+        }
+        const rows = this.db.direct.all(`${sql} returning id, tenant_id, type, status, updated_at`, [...values, ...params]);
+        if (!rows) {
+            return undefined;
+        }
+        if (rows[0]) {
+            this.notify(rows[0] as Session);
+        }
+        return rows.length > 0;
+    }
+
     /**
      * Read-modify-write of the sealed data without losing a concurrent writer's change: the update only applies when
      * the stored ciphertext is still the one read (every encryption has a fresh IV, so it identifies the version);
@@ -178,7 +270,7 @@ export class SessionService {
         let known = typeof id === 'string' ? undefined : (id as Session<K> & { [DATA_VERSION]?: string })[DATA_VERSION];
         const sessionId = typeof id === 'string' ? id : id.id;
         for (let attempt = 0; attempt < MUTATE_ATTEMPTS; attempt++) {
-            const row = known !== undefined ? { data: known } : await this.table().where({ id: sessionId }).first('data');
+            const row = known !== undefined ? { data: known } : this.directRows('select data from sessions where id = ? limit 1', [sessionId])?.[0] ?? await this.table().where({ id: sessionId }).first('data');
             known = undefined;
             if (!row || typeof row.data !== 'string') {
                 return undefined;

@@ -261,6 +261,30 @@ for (const dialect of DIALECTS) {
             expect([...vault.keys.keys()].filter((name) => name.startsWith('kc-temp-'))).to.equal([]);
         });
 
+        it('leaves an exported key to its owner when the chain imported elsewhere from the export is deleted', async () => {
+            const made = await call('POST', '/api/key-chain', { id: 'moved', usageType: 'access', kmsProvider: 'vault' });
+            expect(made.statusCode, made.payload).to.equal(201);
+            const exported = await t.server.registry.export({ tenantId: 'acme', clientId: 'system:test', roles: [] });
+            const keySource = (exported.documents.find((d) => d.kind === 'KeyChain' && d.id === 'moved')!.document.spec as any).keySource;
+            expect(keySource.externalKeyId).to.match(/^kc-moved-/);
+            // A second tenant (a staging copy) holds the exported chain: a reference to acme's key in the same Vault.
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'acme-copy');
+            const copyAdmin = (await clientWithToken(t.server, root, { clientId: 'acme-copy-admin', roles: ['tenant:admin'], tenantId: 'acme-copy' })).token;
+            const copy = (method: string, url: string, payload?: object) => t.server.inject({ method, url, payload, headers: bearer(copyAdmin) });
+            expect((await copy('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'vault', type: 'vault', vaultUrl: vault.origin, vaultToken: vault.token }] })).statusCode).to.equal(200);
+            const imported = await copy('POST', '/api/key-chain', { id: 'moved', usageType: 'access', type: 'standalone', keySource });
+            expect(imported.statusCode, imported.payload).to.equal(201);
+            expect((await copy('DELETE', '/api/key-chain/moved')).statusCode).to.equal(204);
+            expect(vault.keys.has(keySource.externalKeyId)).to.be.true();
+            const jws = await t.server.signing.jws('acme', 'moved', { payload: { still: 'signing' } });
+            const [h, p, s] = jws.split('.');
+            expect(verifies((made.result as any).publicJwk, Buffer.from(`${h}.${p}`), Buffer.from(s!, 'base64url'))).to.be.true();
+            // acme's own deletion still removes the key it generated.
+            expect((await call('DELETE', '/api/key-chain/moved')).statusCode).to.equal(204);
+            expect(vault.keys.has(keySource.externalKeyId)).to.be.false();
+        });
+
         it('answers 503 naming the provider when Vault refuses the token, is sealed, slow or down, within KMS_TIMEOUT_MS', async () => {
             // The token is revoked in Vault after the configuration was saved.
             const token = vault.token;

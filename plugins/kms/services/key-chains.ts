@@ -12,6 +12,16 @@ const ROOT_CA_VALIDITY_DAYS = 3650;
 
 const samePublicKey = (a: Record<string, unknown>, b: Record<string, unknown>) => a.x === b.x && a.y === b.y && a.crv === b.crv;
 
+/**
+ * Marks the stored reference to an external key whose id has the shape of a generated one (`kc-<chain>-...`, as an
+ * export of a chain names its key): remove() deletes keys by that shape, and a key imported by reference belongs to
+ * its owner (the deployment or tenant the export came from), never to the chain that references it.
+ */
+const EXTERNAL_MARK = 'ext:';
+
+/** The key's name in its provider. */
+export const providerKeyRef = (keyRef: string): string => (keyRef.startsWith(EXTERNAL_MARK) ? keyRef.slice(EXTERNAL_MARK.length) : keyRef);
+
 const publicOfPrivate = (privateJwk: Record<string, unknown>): PublicJwk => ({ kty: 'EC', crv: privateJwk.crv as string, x: privateJwk.x as string, y: privateJwk.y as string });
 
 interface NewKey {
@@ -27,7 +37,7 @@ export class KeyChainService implements KeyChainMaterial {
     constructor(private readonly deps: { db: Database; kms: KmsService; publicUrl: string }) {}
 
     private signer(store: KeyStore, keyRef: string): RawSigner {
-        return (data) => store.sign(keyRef, data, 'ES256');
+        return (data) => store.sign(providerKeyRef(keyRef), data, 'ES256');
     }
 
     private rows(scope: StoreScope) {
@@ -94,8 +104,11 @@ export class KeyChainService implements KeyChainMaterial {
             if (!(await this.deps.kms.isTenantProvider(tenantId, entry.id))) {
                 throw new ValidationError(`External keys can be referenced only in the tenant's own KMS providers, not in the shared provider ${entry.id}`, [{ path: 'keySource.provider', message: 'must be a provider of the tenant\'s own kms.json' }]);
             }
-            keyRef = keySource.externalKeyId;
-            publicJwk = await this.provePossession(store, entry.id, keyRef, keySource.publicJwk);
+            keyRef = keySource.externalKeyId.startsWith('kc-') ? `${EXTERNAL_MARK}${keySource.externalKeyId}` : keySource.externalKeyId;
+            if (keyRef.length > 255) {
+                throw new ValidationError('keySource.externalKeyId is too long', [{ path: 'keySource.externalKeyId', message: `must be at most ${255 - EXTERNAL_MARK.length} characters when it starts with kc-` }]);
+            }
+            publicJwk = await this.provePossession(store, entry.id, keySource.externalKeyId, keySource.publicJwk);
             chain = keySource.certificateChain;
         }
         else {
@@ -159,7 +172,7 @@ export class KeyChainService implements KeyChainMaterial {
             return samePublicKey(current.publicJwk, keySource.privateJwk);
         }
         if (keySource.type === 'external-reference') {
-            return current.kmsProvider === keySource.provider && current.keyRef === keySource.externalKeyId;
+            return current.kmsProvider === keySource.provider && providerKeyRef(current.keyRef) === keySource.externalKeyId;
         }
         return keySource.type === 'generate';
     }
@@ -174,7 +187,7 @@ export class KeyChainService implements KeyChainMaterial {
         if (provider?.type === 'db') {
             return { type: 'required', publicJwk: current.publicJwk };
         }
-        return { type: 'external-reference', provider: current.kmsProvider, externalKeyId: current.keyRef, publicJwk: current.publicJwk };
+        return { type: 'external-reference', provider: current.kmsProvider, externalKeyId: providerKeyRef(current.keyRef), publicJwk: current.publicJwk };
     }
 
     async remove(scope: StoreScope, id: string): Promise<void> {

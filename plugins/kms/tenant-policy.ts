@@ -1,5 +1,6 @@
 import { ForbiddenError, ValidationError } from '../../lib/errors';
 import { checkUrl, OutboundBlockedError, type OutboundPolicy } from '../../lib/outbound';
+import { canonicalJson } from '../../lib/registry/diff';
 import type { KmsConfig } from '../../resources/kms-config';
 
 /**
@@ -7,8 +8,12 @@ import type { KmsConfig } from '../../resources/kms-config';
  * client is not: it must not make the service load a native library or read files of its choosing (pkcs11
  * `library`, mTLS key files), nor talk to addresses the outbound policy keeps from webhooks (SSRF).
  */
-export const checkTenantKmsConfig = async (config: KmsConfig, outbound: OutboundPolicy): Promise<void> => {
+export const checkTenantKmsConfig = async (config: KmsConfig, outbound: OutboundPolicy, previous?: KmsConfig): Promise<void> => {
     for (const [index, provider] of config.providers.entries()) {
+        // A provider stored before, unchanged (the operator's, kept when the tenant detaches or edits another one).
+        if (previous?.providers.some((p) => canonicalJson(p) === canonicalJson(provider))) {
+            continue;
+        }
         const auth = provider.auth as { type?: string; tokenUrl?: string } | undefined;
         if (provider.type === 'pkcs11' || auth?.type === 'mtls') {
             throw new ForbiddenError(`Provider ${provider.id}: ${provider.type === 'pkcs11' ? 'pkcs11 providers' : 'mTLS key files'} are configured by the operator in kms.json, not through the API`);

@@ -10,6 +10,8 @@ import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/aut
 import { DIALECTS } from '../helpers/databases';
 import { issueSdJwtWithKeyChain } from '../helpers/kms-issuance';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import { jcs, sha256Hex } from '../../lib/config-import/plan';
+import type { JsonBundle } from '../../plugins/bundles/bundle';
 
 export const lab = Lab.script();
 const { describe, it, before, after, afterEach } = lab;
@@ -235,7 +237,7 @@ for (const dialect of DIALECTS) {
         before(async () => {
             aws = await AwsKmsServer.start('eu-central-1', ACCESS_KEY_ID, SECRET);
             useEndpoint(aws.origin);
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms-cloud', 'hallmark-kms-db', 'hallmark-oid4vci', 'hallmark-tenancy'), env: { KMS_TIMEOUT_MS: '1000' } });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms-cloud', 'hallmark-kms-db', 'hallmark-oid4vci', 'hallmark-tenancy', 'hallmark-bundles'), env: { KMS_TIMEOUT_MS: '1000' } });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
@@ -258,6 +260,29 @@ for (const dialect of DIALECTS) {
             expect((res.result as any).providers[0].secretAccessKey).to.equal('[redacted]');
             const health = (await call('GET', '/api/key-chain/providers')).result as any[];
             expect(health.find((p) => p.id === 'aws')).to.include({ type: 'cloud-kms', status: 'up' });
+        });
+
+        it('refuses a bundle import by the tenant that would sign with the service\'s own AWS identity', async () => {
+            const exported = (await call('GET', '/api/config-bundles/export')).result as JsonBundle;
+            const bundle = structuredClone(exported);
+            bundle.documents = bundle.documents.filter((d) => d.path === 'kms.json');
+            (bundle.documents[0]!.document.spec as any).providers = [{ id: 'aws-own', type: 'cloud-kms', region: 'eu-central-1' }];
+            bundle.manifest.resources = bundle.manifest.resources.filter((r) => r.path === 'kms.json').map((r) => ({ ...r, sha256: sha256Hex(jcs(bundle.documents[0]!.document)) }));
+            // The service runs with an AWS identity of its own (environment, instance role).
+            process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
+            process.env.AWS_SECRET_ACCESS_KEY = SECRET;
+            try {
+                const planned = await call('POST', '/api/config-bundles/plan', bundle);
+                const fingerprint = (planned.result as any).planFingerprint ?? '0'.repeat(64);
+                const imported = await call('POST', `/api/config-bundles/import?planFingerprint=${fingerprint}`, bundle);
+                expect(imported.statusCode, imported.payload).to.be.within(400, 499);
+            }
+            finally {
+                delete process.env.AWS_ACCESS_KEY_ID;
+                delete process.env.AWS_SECRET_ACCESS_KEY;
+            }
+            const config = (await call('GET', '/api/key-chain/providers/config')).result as any;
+            expect(config.providers.map((p: { id: string }) => p.id)).to.not.include('aws-own');
         });
 
         it('makes an internal chain in AWS KMS and issues an SD-JWT VC signed there', async () => {

@@ -9,7 +9,7 @@ import type { KmsProviderType } from '../../lib/kms/types';
 import { defineKeyChainKind, keyChainKind } from '../../resources/key-chain';
 import { defineKmsConfigKind, kmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
 import { CONFIG_IMPORT_ACTOR } from '../../lib/config-import';
-import { checkTenantKmsConfig } from './tenant-policy';
+import { changedProviderIds, checkTenantKmsConfig } from './tenant-policy';
 import { TenantModel } from '../../lib/db/models/tenant';
 import * as kmsTables from './migrations/20261125_0003_kms';
 import { kmsOptionsSchema, type KmsOptions } from './options';
@@ -89,10 +89,13 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         server.registerResource(defineKmsConfigKind(types, async (scope, config, ctx) => {
             // The operator's folder import is trusted; any other writer (the API, a bundle import, which records the
             // configuration file-managed like the operator's) is held to the tenant policy for what it adds or changes.
-            if (ctx?.clientId !== CONFIG_IMPORT_ACTOR) {
-                await checkTenantKmsConfig(config, server.outbound, (await scope.get(kmsConfigKind, kmsConfigKind.kind))?.spec);
+            if (ctx?.clientId === CONFIG_IMPORT_ACTOR) {
+                return kms.check(scope.tenantId!, config);
             }
-            await kms.check(scope.tenantId!, config);
+            const previous = (await scope.get(kmsConfigKind, kmsConfigKind.kind))?.spec;
+            await checkTenantKmsConfig(config, server.outbound, previous);
+            // The health check connects under the policy too: the name checked above may answer another address now.
+            await kms.check(scope.tenantId!, config, { outbound: server.outbound, providerIds: changedProviderIds(config, previous) });
         }));
         server.registerResource(defineKeyChainKind(keyChains));
 

@@ -1,4 +1,5 @@
 import Crypto from 'node:crypto';
+import Dns from 'node:dns';
 import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
@@ -214,6 +215,29 @@ for (const dialect of DIALECTS) {
                 expect((saved.result as any).details[0].path).to.equal('providers.0.vaultUrl');
             }
             finally {
+                t.server.outbound.allowPrivateNetwork = true;
+            }
+        });
+
+        it('health-checks a tenant\'s vaultUrl at save under the outbound policy (a name that moves to a private address is refused)', async () => {
+            t.server.outbound.allowPrivateNetwork = false;
+            const lookup = Dns.promises.lookup;
+            let asked = 0;
+            // DNS rebinding: the save's policy checks see a public address, the health check's connection loopback.
+            (Dns.promises as any).lookup = (hostname: string, options: any) => {
+                if (hostname !== 'vault.rebind.test') {
+                    return lookup(hostname, options);
+                }
+                return Promise.resolve([{ address: ++asked <= 2 ? '93.184.216.34' : '127.0.0.1', family: 4 }]);
+            };
+            try {
+                const saved = await call('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'rebound', type: 'vault', vaultUrl: vault.origin.replace('127.0.0.1', 'vault.rebind.test'), vaultToken: vault.token }] });
+                expect(saved.statusCode, saved.payload).to.equal(400);
+                expect((saved.result as any).message).to.contain('KMS provider rebound cannot be used');
+                expect((saved.result as any).message).to.contain('refused by the outbound policy');
+            }
+            finally {
+                (Dns.promises as any).lookup = lookup;
                 t.server.outbound.allowPrivateNetwork = true;
             }
         });

@@ -300,7 +300,8 @@ for (const dialect of DIALECTS) {
             csc.clientSecret = SECRET;
             csc.delayMs = 5000;
             const started = Date.now();
-            await expect(t.server.signing.jws('acme', 'seal2', { payload: {} })).to.reject(/KMS provider qtsp did not answer sign within 1000 ms/);
+            // The service's deadline and the provider's own fire at the same time: either names the provider and the wait.
+            await expect(t.server.signing.jws('acme', 'seal2', { payload: {} })).to.reject(/KMS provider qtsp (did not answer sign within 1000 ms|is unavailable: .*no answer within 1000 ms)/);
             expect(Date.now() - started).to.be.below(3000);
             csc.delayMs = 0;
             await csc.stop();

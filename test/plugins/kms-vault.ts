@@ -259,6 +259,9 @@ for (const dialect of DIALECTS) {
             const wrong = await call('POST', '/api/key-chain', { id: 'ext-wrong', usageType: 'access', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'operator-key', publicJwk: { kty: 'EC', crv: 'P-256', x: other.x, y: other.y } } });
             expect(wrong.statusCode, wrong.payload).to.equal(400);
             expect((wrong.result as any).message).to.contain('does not match the stated public key');
+            const offCurve = await call('POST', '/api/key-chain', { id: 'ext-off-curve', usageType: 'access', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'operator-key', publicJwk: { kty: 'EC', crv: 'P-256', x: 'AAAA', y: 'AAAA' } } });
+            expect(offCurve.statusCode, offCurve.payload).to.equal(400);
+            expect((offCurve.result as any).details[0].path).to.equal('keySource.publicJwk');
             const missing = await call('POST', '/api/key-chain', { id: 'ext-missing', usageType: 'access', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'no-such-key', publicJwk: { kty: 'EC', crv: 'P-256', x, y } } });
             expect(missing.statusCode, missing.payload).to.equal(404);
             const res = await call('POST', '/api/key-chain', { id: 'ext', usageType: 'access', type: 'standalone', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'operator-key', publicJwk: { kty: 'EC', crv: 'P-256', x, y } } });

@@ -3,6 +3,7 @@ import type { Database } from '../../../lib/db/database';
 import { KeyChainKeyModel, TenantCaModel, type PreviousKey } from '../models';
 import { NotFoundError, ValidationError } from '../../../lib/errors';
 import { certificatePublicJwk, issueLeafCertificate, issueRootCertificate, parsePem, toPem, type RawSigner } from '../../../lib/kms/certificates';
+import { toEcP256PublicJwk } from '../../../lib/kms/jwk';
 import type { KeyStore, PublicJwk } from '../../../lib/kms/types';
 import { tenantOf, type StoreScope } from '../../../lib/registry/kind';
 import type { ExportedKeySource, KeyChain, KeyChainMaterial, KeySource } from '../../../resources/key-chain';
@@ -132,9 +133,15 @@ export class KeyChainService implements KeyChainMaterial {
 
     /** An external key is accepted only when the provider signs a fresh challenge that the stated public key verifies. */
     private async provePossession(store: KeyStore, providerId: string, keyRef: string, stated: Record<string, unknown>): Promise<PublicJwk> {
+        let key: Crypto.KeyObject;
+        try {
+            key = Crypto.createPublicKey({ key: toEcP256PublicJwk(stated) as Crypto.JsonWebKey, format: 'jwk' });
+        }
+        catch (err) {
+            throw new ValidationError(`keySource.publicJwk: ${(err as Error).message}`, [{ path: 'keySource.publicJwk', message: (err as Error).message }]);
+        }
         const challenge = Crypto.randomBytes(32);
         const signature = await store.sign(keyRef, challenge, 'ES256');
-        const key = Crypto.createPublicKey({ key: stated as Crypto.JsonWebKey, format: 'jwk' });
         if (!Crypto.verify('sha256', challenge, { key, dsaEncoding: 'ieee-p1363' }, signature)) {
             throw new ValidationError(`Key ${keyRef} of provider ${providerId} does not match the stated public key`, [{ path: 'keySource.publicJwk', message: 'does not match the key in the provider' }]);
         }

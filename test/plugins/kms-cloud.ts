@@ -216,6 +216,14 @@ describe('cloud-kms provider against the AWS KMS test server', () => {
             expect(Crypto.verify('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' }, ecdsaDerToRaw(der))).to.be.true();
         }
         expect(() => ecdsaDerToRaw(Buffer.alloc(64, 1))).to.throw('signature is not a DER ECDSA signature');
+        // Known vectors: r with its DER sign byte (33 bytes, high bit set), s short (31 bytes) and r a single byte.
+        const r = Buffer.concat([Buffer.from([0x80]), Buffer.alloc(31, 0x11)]);
+        const shortS = Buffer.alloc(31, 0x22);
+        const der = Buffer.concat([Buffer.from([0x30, 2 + 33 + 2 + 31, 0x02, 33, 0x00]), r, Buffer.from([0x02, 31]), shortS]);
+        expect(Buffer.from(ecdsaDerToRaw(der)).toString('hex')).to.equal(`${r.toString('hex')}00${shortS.toString('hex')}`);
+        const fullS = Buffer.concat([Buffer.from([0x7f]), Buffer.alloc(31, 0x33)]);
+        const tiny = Buffer.concat([Buffer.from([0x30, 2 + 1 + 2 + 32, 0x02, 0x01, 0x01, 0x02, 32]), fullS]);
+        expect(Buffer.from(ecdsaDerToRaw(tiny)).toString('hex')).to.equal(`${'00'.repeat(31)}01${fullS.toString('hex')}`);
         const spki = (key: Crypto.KeyObject) => Crypto.createPublicKey(key).export({ format: 'der', type: 'spki' });
         expect(() => ecP256JwkFromSpki(spki(Crypto.generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey))).to.throw('public key is not an EC P-256 key');
         expect(() => ecP256JwkFromSpki(spki(Crypto.generateKeyPairSync('ed25519').privateKey))).to.throw('public key is not an EC P-256 key');

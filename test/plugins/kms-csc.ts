@@ -194,6 +194,8 @@ describe('csc KMS provider against the CSC API v2 test server', () => {
         expect(error({ ...base, apiPath: 'csc/v2' })).to.contain('"apiPath" must start with a slash');
         expect(error({ ...base, baseUrl: 'https://qtsp.example/' })).to.contain('must not end with a slash');
         expect(error({ ...base, keysPath: '/keys' })).to.equal('"keysPath" is not allowed');
+        // Credentials in a URL would be answered and exported in clear, and are never sent (clientSecret is).
+        expect(error({ ...base, tokenUrl: 'https://hallmark:client-secret@qtsp.example/oauth2/token' })).to.contain('"tokenUrl" must not contain credentials');
     });
 });
 

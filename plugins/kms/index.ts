@@ -8,7 +8,7 @@ import { substitutePlaceholders } from '../../lib/config-import/placeholders';
 import type { KmsProviderType } from '../../lib/kms/types';
 import { defineKeyChainKind, keyChainKind } from '../../resources/key-chain';
 import { defineKmsConfigKind, kmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
-import { CONFIG_IMPORT_ACTOR } from '../../lib/config-import';
+import { isFolderImport } from '../../lib/config-import';
 import { changedProviderIds, checkTenantKmsConfig } from './tenant-policy';
 import { TenantModel } from '../../lib/db/models/tenant';
 import * as kmsTables from './migrations/20261125_0003_kms';
@@ -89,7 +89,7 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         server.registerResource(defineKmsConfigKind(types, async (scope, config, ctx) => {
             // The operator's folder import is trusted; any other writer (the API, a bundle import, which records the
             // configuration file-managed like the operator's) is held to the tenant policy for what it adds or changes.
-            if (ctx?.clientId === CONFIG_IMPORT_ACTOR) {
+            if (isFolderImport(ctx)) {
                 return kms.check(scope.tenantId!, config);
             }
             const previous = (await scope.get(kmsConfigKind, kmsConfigKind.kind))?.spec;

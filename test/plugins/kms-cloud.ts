@@ -279,11 +279,16 @@ for (const dialect of DIALECTS) {
             // The service runs with an AWS identity of its own (environment, instance role).
             process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
             process.env.AWS_SECRET_ACCESS_KEY = SECRET;
+            // A client named like the operator's folder import is still an API client.
+            const spoofed = (await clientWithToken(t.server, await rootToken(t.server), { clientId: 'system:config-import', roles: ['tenant:admin'], tenantId: 'acme' })).token;
             try {
-                const planned = await call('POST', '/api/config-bundles/plan', bundle);
-                const fingerprint = (planned.result as any).planFingerprint ?? '0'.repeat(64);
-                const imported = await call('POST', `/api/config-bundles/import?planFingerprint=${fingerprint}`, bundle);
-                expect(imported.statusCode, imported.payload).to.be.within(400, 499);
+                for (const token of [admin, spoofed]) {
+                    const as = (method: string, url: string, payload?: object) => t.server.inject({ method, url, payload, headers: bearer(token) });
+                    const planned = await as('POST', '/api/config-bundles/plan', bundle);
+                    const fingerprint = (planned.result as any).planFingerprint ?? '0'.repeat(64);
+                    const imported = await as('POST', `/api/config-bundles/import?planFingerprint=${fingerprint}`, bundle);
+                    expect(imported.statusCode, imported.payload).to.be.within(400, 499);
+                }
             }
             finally {
                 delete process.env.AWS_ACCESS_KEY_ID;

@@ -302,6 +302,9 @@ for (const dialect of DIALECTS) {
             expect((await copy('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'vault', type: 'vault', vaultUrl: vault.origin, vaultToken: vault.token }] })).statusCode).to.equal(200);
             const imported = await copy('POST', '/api/key-chain', { id: 'moved', usageType: 'access', type: 'standalone', keySource });
             expect(imported.statusCode, imported.payload).to.equal(201);
+            // Exported again, the copy names the key as the provider knows it.
+            const again = await t.server.registry.export({ tenantId: 'acme-copy', clientId: 'system:test', roles: [] });
+            expect((again.documents.find((d) => d.kind === 'KeyChain' && d.id === 'moved')!.document.spec as any).keySource).to.equal(keySource);
             expect((await copy('DELETE', '/api/key-chain/moved')).statusCode).to.equal(204);
             expect(vault.keys.has(keySource.externalKeyId)).to.be.true();
             const jws = await t.server.signing.jws('acme', 'moved', { payload: { still: 'signing' } });

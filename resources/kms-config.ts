@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import type { KmsProviderType } from '../lib/kms/types';
-import { kindRef, type ResourceKind } from '../lib/registry/kind';
+import { kindRef, type ResourceKind, type StoreScope, type TenantContext } from '../lib/registry/kind';
 
 export interface KmsProviderEntry {
     id: string;
@@ -74,7 +74,7 @@ export const mergeKmsConfigs = (shared: KmsConfig | undefined, tenant: KmsConfig
 /** Names the KmsConfig kind in registry calls; its definition is made by the kms plugin (it needs the provider types). */
 export const kmsConfigKind = kindRef<KmsConfig>('KmsConfig');
 
-export const defineKmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>, check: (tenantId: string, config: KmsConfig) => Promise<void>): ResourceKind<KmsConfig> => {
+export const defineKmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<any>>, check: (scope: StoreScope, config: KmsConfig, ctx?: TenantContext) => Promise<void>): ResourceKind<KmsConfig> => {
     let schema: Joi.ObjectSchema<KmsConfig> | undefined;
     return {
         kind: kmsConfigKind.kind,
@@ -93,6 +93,6 @@ export const defineKmsConfigKind = (types: ReadonlyMap<string, KmsProviderType<a
         singleton: true,
         id: () => 'KmsConfig',
         location: { file: 'kms.json' },
-        check: (scope, spec) => check(scope.tenantId!, spec)
+        check: (scope, spec, ctx) => check(scope, spec, ctx)
     };
 };

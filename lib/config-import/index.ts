@@ -17,6 +17,13 @@ export const CONFIG_IMPORT_ACTOR = 'system:config-import';
 /** The source a folder import records: replace imports of bundles never delete what the folder wrote. */
 export const FOLDER_SOURCE = 'config-folder';
 
+/** The contexts of folder imports: client ids are chosen by API clients, so `CONFIG_IMPORT_ACTOR` proves nothing. */
+const folderImports = new WeakSet<TenantContext>();
+
+/** Whether a write comes from the operator's folder import (its files are trusted), not from an API client. */
+export const isFolderImport = (ctx: TenantContext | undefined): boolean => !!ctx && folderImports.has(ctx);
+
+
 export interface TenantImportResult {
     tenantId: string;
     status: 'imported' | 'skipped' | 'failed';
@@ -174,6 +181,7 @@ const importTenant = async (tenant: TenantFolder, options: ImportOptions): Promi
     }
     const tenantKind = tenantKindOf(registry);
     const ctx: TenantContext & { tenantId: string } = { tenantId: tenant.name, clientId: CONFIG_IMPORT_ACTOR, roles: [] };
+    folderImports.add(ctx);
     if (!(await kindFiles(tenant, tenantKind)).length && !(await registry.get(ctx, tenantKind, tenant.name))) {
         const location = 'file' in tenantKind.location ? tenantKind.location.file : tenantKind.location.dir;
         const warning = `${tenant.name}: the tenant does not exist and the folder has no ${location} to create it`;

@@ -2,7 +2,13 @@ import Joi from 'joi';
 
 /* Option schemas shared by the KMS provider types that talk to a service over HTTP (http, vault, csc). */
 
-export const httpUrlSchema = (): Joi.StringSchema => Joi.string().uri({ scheme: ['http', 'https'] });
+/** An http(s) URL without credentials: they would escape secretPaths redaction (answers, exports) and are never sent. */
+export const httpUrlSchema = (): Joi.StringSchema => Joi.string().uri({ scheme: ['http', 'https'] })
+    .custom((value: string, helpers) => {
+        const url = new URL(value);
+        return url.username || url.password ? helpers.error('url.credentials') : value;
+    })
+    .messages({ 'url.credentials': '{{#label}} must not contain credentials; use the provider\'s secret fields' });
 
 /** The address of a service that paths are appended to: http(s), no trailing slash, query, fragment or credentials. */
 export const serviceUrlSchema = (): Joi.StringSchema => httpUrlSchema()

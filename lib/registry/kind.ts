@@ -99,8 +99,9 @@ export interface ResourceKind<T = any> extends KindRef<T> {
      * directory of `<id>.json` files otherwise.
      */
     location: { file: string; bundleFile?: string } | { dir: string };
-    /** Checks that need other resources (inside the write's transaction); throw ValidationError to refuse. */
-    check?(scope: StoreScope, spec: T): Promise<void>;
+    /** Checks that need other resources (inside the write's transaction); throw ValidationError to refuse. `ctx`
+     * is the writer's (e.g. the operator's folder import, or an API client). */
+    check?(scope: StoreScope, spec: T, ctx?: TenantContext): Promise<void>;
     /** Fills in what a tenant folder implies, e.g. the tenant id of info.json. */
     fromFolder?(spec: any, tenantId: string): any;
     /** Export (spec 2.9): top-level fields the document gets beyond the stored spec (a client's secret, a key chain's

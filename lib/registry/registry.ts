@@ -363,7 +363,7 @@ export class Registry {
                 throw new NotFoundError(`${kind.kind} ${id} not found`);
             }
             await this.checkReferences(trx, scope.tenantId, kind, spec);
-            await kind.check?.(scope, spec);
+            await kind.check?.(scope, spec, ctx);
             const ownership = options.ownership ?? existing?.ownership ?? 'unmanaged';
             if (existing && existing.ownership === ownership && await this.sameSpec(scope, store, id, existing.spec, spec)) {
                 return { action: 'unchanged', id, spec: existing.spec, resource: existing, warnings };
@@ -415,7 +415,7 @@ export class Registry {
             }
             if (!pending && !problems.length) {
                 try {
-                    await kind.check?.(scope, spec);
+                    await kind.check?.(scope, spec, ctx);
                 }
                 catch (err) {
                     if (!(err instanceof ValidationError)) {

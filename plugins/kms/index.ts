@@ -7,7 +7,9 @@ import type { ConfigImportOptions } from '../../lib/config-import/options';
 import { substitutePlaceholders } from '../../lib/config-import/placeholders';
 import type { KmsProviderType } from '../../lib/kms/types';
 import { defineKeyChainKind, keyChainKind } from '../../resources/key-chain';
-import { defineKmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
+import { defineKmsConfigKind, kmsConfigKind, kmsConfigSchema, type KmsConfig } from '../../resources/kms-config';
+import { isFolderImport } from '../../lib/config-import';
+import { changedProviderIds, checkTenantKmsConfig } from './tenant-policy';
 import { TenantModel } from '../../lib/db/models/tenant';
 import * as kmsTables from './migrations/20261125_0003_kms';
 import { kmsOptionsSchema, type KmsOptions } from './options';
@@ -84,7 +86,17 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         const signing = new SigningService(kms, keyChains, registry);
         server.decorate('server', 'signing', signing);
 
-        server.registerResource(defineKmsConfigKind(types, (tenantId, config) => kms.check(tenantId, config)));
+        server.registerResource(defineKmsConfigKind(types, async (scope, config, ctx) => {
+            // The operator's folder import is trusted; any other writer (the API, a bundle import, which records the
+            // configuration file-managed like the operator's) is held to the tenant policy for what it adds or changes.
+            if (isFolderImport(ctx)) {
+                return kms.check(scope.tenantId!, config);
+            }
+            const previous = (await scope.get(kmsConfigKind, kmsConfigKind.kind))?.spec;
+            await checkTenantKmsConfig(config, server.outbound, previous);
+            // The health check connects under the policy too: the name checked above may answer another address now.
+            await kms.check(scope.tenantId!, config, { outbound: server.outbound, providerIds: changedProviderIds(config, previous) });
+        }));
         server.registerResource(defineKeyChainKind(keyChains));
 
         server.ext('onPreStart', () => {

@@ -1,5 +1,6 @@
 import { ForbiddenError, ValidationError } from '../../lib/errors';
 import { checkUrl, OutboundBlockedError, type OutboundPolicy } from '../../lib/outbound';
+import { canonicalJson } from '../../lib/registry/diff';
 import type { KmsConfig } from '../../resources/kms-config';
 
 /**
@@ -7,8 +8,19 @@ import type { KmsConfig } from '../../resources/kms-config';
  * client is not: it must not make the service load a native library or read files of its choosing (pkcs11
  * `library`, mTLS key files), nor talk to addresses the outbound policy keeps from webhooks (SSRF).
  */
-export const checkTenantKmsConfig = async (config: KmsConfig, outbound: OutboundPolicy): Promise<void> => {
+/** A provider stored before, unchanged (the operator's, kept when the tenant detaches or edits another one). */
+const unchanged = (provider: KmsConfig['providers'][number], previous: KmsConfig | undefined): boolean =>
+    !!previous?.providers.some((p) => canonicalJson(p) === canonicalJson(provider));
+
+/** The ids of the providers a write adds or changes: the ones held to the tenant policy. */
+export const changedProviderIds = (config: KmsConfig, previous: KmsConfig | undefined): Set<string> =>
+    new Set(config.providers.filter((p) => !unchanged(p, previous)).map((p) => p.id));
+
+export const checkTenantKmsConfig = async (config: KmsConfig, outbound: OutboundPolicy, previous?: KmsConfig): Promise<void> => {
     for (const [index, provider] of config.providers.entries()) {
+        if (unchanged(provider, previous)) {
+            continue;
+        }
         const auth = provider.auth as { type?: string; tokenUrl?: string } | undefined;
         if (provider.type === 'pkcs11' || auth?.type === 'mtls') {
             throw new ForbiddenError(`Provider ${provider.id}: ${provider.type === 'pkcs11' ? 'pkcs11 providers' : 'mTLS key files'} are configured by the operator in kms.json, not through the API`);

@@ -10,6 +10,8 @@ import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/aut
 import { DIALECTS } from '../helpers/databases';
 import { issueSdJwtWithKeyChain } from '../helpers/kms-issuance';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import { jcs, sha256Hex } from '../../lib/config-import/plan';
+import type { JsonBundle } from '../../plugins/bundles/bundle';
 
 export const lab = Lab.script();
 const { describe, it, before, after, afterEach } = lab;
@@ -214,6 +216,14 @@ describe('cloud-kms provider against the AWS KMS test server', () => {
             expect(Crypto.verify('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' }, ecdsaDerToRaw(der))).to.be.true();
         }
         expect(() => ecdsaDerToRaw(Buffer.alloc(64, 1))).to.throw('signature is not a DER ECDSA signature');
+        // Known vectors: r with its DER sign byte (33 bytes, high bit set), s short (31 bytes) and r a single byte.
+        const r = Buffer.concat([Buffer.from([0x80]), Buffer.alloc(31, 0x11)]);
+        const shortS = Buffer.alloc(31, 0x22);
+        const der = Buffer.concat([Buffer.from([0x30, 2 + 33 + 2 + 31, 0x02, 33, 0x00]), r, Buffer.from([0x02, 31]), shortS]);
+        expect(Buffer.from(ecdsaDerToRaw(der)).toString('hex')).to.equal(`${r.toString('hex')}00${shortS.toString('hex')}`);
+        const fullS = Buffer.concat([Buffer.from([0x7f]), Buffer.alloc(31, 0x33)]);
+        const tiny = Buffer.concat([Buffer.from([0x30, 2 + 1 + 2 + 32, 0x02, 0x01, 0x01, 0x02, 32]), fullS]);
+        expect(Buffer.from(ecdsaDerToRaw(tiny)).toString('hex')).to.equal(`${'00'.repeat(31)}01${fullS.toString('hex')}`);
         const spki = (key: Crypto.KeyObject) => Crypto.createPublicKey(key).export({ format: 'der', type: 'spki' });
         expect(() => ecP256JwkFromSpki(spki(Crypto.generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey))).to.throw('public key is not an EC P-256 key');
         expect(() => ecP256JwkFromSpki(spki(Crypto.generateKeyPairSync('ed25519').privateKey))).to.throw('public key is not an EC P-256 key');
@@ -235,7 +245,7 @@ for (const dialect of DIALECTS) {
         before(async () => {
             aws = await AwsKmsServer.start('eu-central-1', ACCESS_KEY_ID, SECRET);
             useEndpoint(aws.origin);
-            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms-cloud', 'hallmark-kms-db', 'hallmark-oid4vci', 'hallmark-tenancy'), env: { KMS_TIMEOUT_MS: '1000' } });
+            t = await startTestServer(dialect, { manifest: manifestFor('hallmark-kms-cloud', 'hallmark-kms-db', 'hallmark-oid4vci', 'hallmark-tenancy', 'hallmark-bundles'), env: { KMS_TIMEOUT_MS: '1000' } });
             const root = await rootToken(t.server);
             await createTenant(t.server, root, 'acme');
             admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
@@ -258,6 +268,34 @@ for (const dialect of DIALECTS) {
             expect((res.result as any).providers[0].secretAccessKey).to.equal('[redacted]');
             const health = (await call('GET', '/api/key-chain/providers')).result as any[];
             expect(health.find((p) => p.id === 'aws')).to.include({ type: 'cloud-kms', status: 'up' });
+        });
+
+        it('refuses a bundle import by the tenant that would sign with the service\'s own AWS identity', async () => {
+            const exported = (await call('GET', '/api/config-bundles/export')).result as JsonBundle;
+            const bundle = structuredClone(exported);
+            bundle.documents = bundle.documents.filter((d) => d.path === 'kms.json');
+            (bundle.documents[0]!.document.spec as any).providers = [{ id: 'aws-own', type: 'cloud-kms', region: 'eu-central-1' }];
+            bundle.manifest.resources = bundle.manifest.resources.filter((r) => r.path === 'kms.json').map((r) => ({ ...r, sha256: sha256Hex(jcs(bundle.documents[0]!.document)) }));
+            // The service runs with an AWS identity of its own (environment, instance role).
+            process.env.AWS_ACCESS_KEY_ID = ACCESS_KEY_ID;
+            process.env.AWS_SECRET_ACCESS_KEY = SECRET;
+            // A client named like the operator's folder import is still an API client.
+            const spoofed = (await clientWithToken(t.server, await rootToken(t.server), { clientId: 'system:config-import', roles: ['tenant:admin'], tenantId: 'acme' })).token;
+            try {
+                for (const token of [admin, spoofed]) {
+                    const as = (method: string, url: string, payload?: object) => t.server.inject({ method, url, payload, headers: bearer(token) });
+                    const planned = await as('POST', '/api/config-bundles/plan', bundle);
+                    const fingerprint = (planned.result as any).planFingerprint ?? '0'.repeat(64);
+                    const imported = await as('POST', `/api/config-bundles/import?planFingerprint=${fingerprint}`, bundle);
+                    expect(imported.statusCode, imported.payload).to.be.within(400, 499);
+                }
+            }
+            finally {
+                delete process.env.AWS_ACCESS_KEY_ID;
+                delete process.env.AWS_SECRET_ACCESS_KEY;
+            }
+            const config = (await call('GET', '/api/key-chain/providers/config')).result as any;
+            expect(config.providers.map((p: { id: string }) => p.id)).to.not.include('aws-own');
         });
 
         it('makes an internal chain in AWS KMS and issues an SD-JWT VC signed there', async () => {

@@ -1,4 +1,5 @@
 import Crypto from 'node:crypto';
+import Dns from 'node:dns';
 import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
@@ -218,6 +219,29 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        it('health-checks a tenant\'s vaultUrl at save under the outbound policy (a name that moves to a private address is refused)', async () => {
+            t.server.outbound.allowPrivateNetwork = false;
+            const lookup = Dns.promises.lookup;
+            let asked = 0;
+            // DNS rebinding: the save's policy checks see a public address, the health check's connection loopback.
+            (Dns.promises as any).lookup = (hostname: string, options: any) => {
+                if (hostname !== 'vault.rebind.test') {
+                    return lookup(hostname, options);
+                }
+                return Promise.resolve([{ address: ++asked <= 2 ? '93.184.216.34' : '127.0.0.1', family: 4 }]);
+            };
+            try {
+                const saved = await call('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'rebound', type: 'vault', vaultUrl: vault.origin.replace('127.0.0.1', 'vault.rebind.test'), vaultToken: vault.token }] });
+                expect(saved.statusCode, saved.payload).to.equal(400);
+                expect((saved.result as any).message).to.contain('KMS provider rebound cannot be used');
+                expect((saved.result as any).message).to.contain('refused by the outbound policy');
+            }
+            finally {
+                (Dns.promises as any).lookup = lookup;
+                t.server.outbound.allowPrivateNetwork = true;
+            }
+        });
+
         it('makes an internal chain in Vault and issues an SD-JWT VC signed there', async () => {
             const res = await call('POST', '/api/key-chain', { id: 'issuer', usageType: 'attestation', kmsProvider: 'vault', subject: { commonName: 'Acme', country: 'DE' } });
             expect(res.statusCode, res.payload).to.equal(201);
@@ -235,6 +259,9 @@ for (const dialect of DIALECTS) {
             const wrong = await call('POST', '/api/key-chain', { id: 'ext-wrong', usageType: 'access', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'operator-key', publicJwk: { kty: 'EC', crv: 'P-256', x: other.x, y: other.y } } });
             expect(wrong.statusCode, wrong.payload).to.equal(400);
             expect((wrong.result as any).message).to.contain('does not match the stated public key');
+            const offCurve = await call('POST', '/api/key-chain', { id: 'ext-off-curve', usageType: 'access', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'operator-key', publicJwk: { kty: 'EC', crv: 'P-256', x: 'AAAA', y: 'AAAA' } } });
+            expect(offCurve.statusCode, offCurve.payload).to.equal(400);
+            expect((offCurve.result as any).details[0].path).to.equal('keySource.publicJwk');
             const missing = await call('POST', '/api/key-chain', { id: 'ext-missing', usageType: 'access', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'no-such-key', publicJwk: { kty: 'EC', crv: 'P-256', x, y } } });
             expect(missing.statusCode, missing.payload).to.equal(404);
             const res = await call('POST', '/api/key-chain', { id: 'ext', usageType: 'access', type: 'standalone', keySource: { type: 'external-reference', provider: 'vault', externalKeyId: 'operator-key', publicJwk: { kty: 'EC', crv: 'P-256', x, y } } });
@@ -259,6 +286,33 @@ for (const dialect of DIALECTS) {
             expect(vault.keys.get(first)!.deletionAllowed).to.be.false();
             expect((await call('DELETE', '/api/key-chain/temp')).statusCode).to.equal(204);
             expect([...vault.keys.keys()].filter((name) => name.startsWith('kc-temp-'))).to.equal([]);
+        });
+
+        it('leaves an exported key to its owner when the chain imported elsewhere from the export is deleted', async () => {
+            const made = await call('POST', '/api/key-chain', { id: 'moved', usageType: 'access', kmsProvider: 'vault' });
+            expect(made.statusCode, made.payload).to.equal(201);
+            const exported = await t.server.registry.export({ tenantId: 'acme', clientId: 'system:test', roles: [] });
+            const keySource = (exported.documents.find((d) => d.kind === 'KeyChain' && d.id === 'moved')!.document.spec as any).keySource;
+            expect(keySource.externalKeyId).to.match(/^kc-moved-/);
+            // A second tenant (a staging copy) holds the exported chain: a reference to acme's key in the same Vault.
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'acme-copy');
+            const copyAdmin = (await clientWithToken(t.server, root, { clientId: 'acme-copy-admin', roles: ['tenant:admin'], tenantId: 'acme-copy' })).token;
+            const copy = (method: string, url: string, payload?: object) => t.server.inject({ method, url, payload, headers: bearer(copyAdmin) });
+            expect((await copy('PUT', '/api/key-chain/providers/config', { providers: [{ id: 'vault', type: 'vault', vaultUrl: vault.origin, vaultToken: vault.token }] })).statusCode).to.equal(200);
+            const imported = await copy('POST', '/api/key-chain', { id: 'moved', usageType: 'access', type: 'standalone', keySource });
+            expect(imported.statusCode, imported.payload).to.equal(201);
+            // Exported again, the copy names the key as the provider knows it.
+            const again = await t.server.registry.export({ tenantId: 'acme-copy', clientId: 'system:test', roles: [] });
+            expect((again.documents.find((d) => d.kind === 'KeyChain' && d.id === 'moved')!.document.spec as any).keySource).to.equal(keySource);
+            expect((await copy('DELETE', '/api/key-chain/moved')).statusCode).to.equal(204);
+            expect(vault.keys.has(keySource.externalKeyId)).to.be.true();
+            const jws = await t.server.signing.jws('acme', 'moved', { payload: { still: 'signing' } });
+            const [h, p, s] = jws.split('.');
+            expect(verifies((made.result as any).publicJwk, Buffer.from(`${h}.${p}`), Buffer.from(s!, 'base64url'))).to.be.true();
+            // acme's own deletion still removes the key it generated.
+            expect((await call('DELETE', '/api/key-chain/moved')).statusCode).to.equal(204);
+            expect(vault.keys.has(keySource.externalKeyId)).to.be.false();
         });
 
         it('answers 503 naming the provider when Vault refuses the token, is sealed, slow or down, within KMS_TIMEOUT_MS', async () => {

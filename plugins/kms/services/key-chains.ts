@@ -3,6 +3,7 @@ import type { Database } from '../../../lib/db/database';
 import { KeyChainKeyModel, TenantCaModel, type PreviousKey } from '../models';
 import { NotFoundError, ValidationError } from '../../../lib/errors';
 import { certificatePublicJwk, issueLeafCertificate, issueRootCertificate, parsePem, toPem, type RawSigner } from '../../../lib/kms/certificates';
+import { toEcP256PublicJwk } from '../../../lib/kms/jwk';
 import type { KeyStore, PublicJwk } from '../../../lib/kms/types';
 import { tenantOf, type StoreScope } from '../../../lib/registry/kind';
 import type { ExportedKeySource, KeyChain, KeyChainMaterial, KeySource } from '../../../resources/key-chain';
@@ -11,6 +12,16 @@ import type { KmsService } from './kms-service';
 const ROOT_CA_VALIDITY_DAYS = 3650;
 
 const samePublicKey = (a: Record<string, unknown>, b: Record<string, unknown>) => a.x === b.x && a.y === b.y && a.crv === b.crv;
+
+/**
+ * Marks the stored reference to an external key whose id has the shape of a generated one (`kc-<chain>-...`, as an
+ * export of a chain names its key): remove() deletes keys by that shape, and a key imported by reference belongs to
+ * its owner (the deployment or tenant the export came from), never to the chain that references it.
+ */
+const EXTERNAL_MARK = 'ext:';
+
+/** The key's name in its provider. */
+export const providerKeyRef = (keyRef: string): string => (keyRef.startsWith(EXTERNAL_MARK) ? keyRef.slice(EXTERNAL_MARK.length) : keyRef);
 
 const publicOfPrivate = (privateJwk: Record<string, unknown>): PublicJwk => ({ kty: 'EC', crv: privateJwk.crv as string, x: privateJwk.x as string, y: privateJwk.y as string });
 
@@ -27,7 +38,7 @@ export class KeyChainService implements KeyChainMaterial {
     constructor(private readonly deps: { db: Database; kms: KmsService; publicUrl: string }) {}
 
     private signer(store: KeyStore, keyRef: string): RawSigner {
-        return (data) => store.sign(keyRef, data, 'ES256');
+        return (data) => store.sign(providerKeyRef(keyRef), data, 'ES256');
     }
 
     private rows(scope: StoreScope) {
@@ -94,8 +105,11 @@ export class KeyChainService implements KeyChainMaterial {
             if (!(await this.deps.kms.isTenantProvider(tenantId, entry.id))) {
                 throw new ValidationError(`External keys can be referenced only in the tenant's own KMS providers, not in the shared provider ${entry.id}`, [{ path: 'keySource.provider', message: 'must be a provider of the tenant\'s own kms.json' }]);
             }
-            keyRef = keySource.externalKeyId;
-            publicJwk = await this.provePossession(store, entry.id, keyRef, keySource.publicJwk);
+            keyRef = keySource.externalKeyId.startsWith('kc-') ? `${EXTERNAL_MARK}${keySource.externalKeyId}` : keySource.externalKeyId;
+            if (keyRef.length > 255) {
+                throw new ValidationError('keySource.externalKeyId is too long', [{ path: 'keySource.externalKeyId', message: `must be at most ${255 - EXTERNAL_MARK.length} characters when it starts with kc-` }]);
+            }
+            publicJwk = await this.provePossession(store, entry.id, keySource.externalKeyId, keySource.publicJwk);
             chain = keySource.certificateChain;
         }
         else {
@@ -119,9 +133,15 @@ export class KeyChainService implements KeyChainMaterial {
 
     /** An external key is accepted only when the provider signs a fresh challenge that the stated public key verifies. */
     private async provePossession(store: KeyStore, providerId: string, keyRef: string, stated: Record<string, unknown>): Promise<PublicJwk> {
+        let key: Crypto.KeyObject;
+        try {
+            key = Crypto.createPublicKey({ key: toEcP256PublicJwk(stated) as Crypto.JsonWebKey, format: 'jwk' });
+        }
+        catch (err) {
+            throw new ValidationError(`keySource.publicJwk: ${(err as Error).message}`, [{ path: 'keySource.publicJwk', message: (err as Error).message }]);
+        }
         const challenge = Crypto.randomBytes(32);
         const signature = await store.sign(keyRef, challenge, 'ES256');
-        const key = Crypto.createPublicKey({ key: stated as Crypto.JsonWebKey, format: 'jwk' });
         if (!Crypto.verify('sha256', challenge, { key, dsaEncoding: 'ieee-p1363' }, signature)) {
             throw new ValidationError(`Key ${keyRef} of provider ${providerId} does not match the stated public key`, [{ path: 'keySource.publicJwk', message: 'does not match the key in the provider' }]);
         }
@@ -159,7 +179,7 @@ export class KeyChainService implements KeyChainMaterial {
             return samePublicKey(current.publicJwk, keySource.privateJwk);
         }
         if (keySource.type === 'external-reference') {
-            return current.kmsProvider === keySource.provider && current.keyRef === keySource.externalKeyId;
+            return current.kmsProvider === keySource.provider && providerKeyRef(current.keyRef) === keySource.externalKeyId;
         }
         return keySource.type === 'generate';
     }
@@ -174,7 +194,7 @@ export class KeyChainService implements KeyChainMaterial {
         if (provider?.type === 'db') {
             return { type: 'required', publicJwk: current.publicJwk };
         }
-        return { type: 'external-reference', provider: current.kmsProvider, externalKeyId: current.keyRef, publicJwk: current.publicJwk };
+        return { type: 'external-reference', provider: current.kmsProvider, externalKeyId: providerKeyRef(current.keyRef), publicJwk: current.publicJwk };
     }
 
     async remove(scope: StoreScope, id: string): Promise<void> {

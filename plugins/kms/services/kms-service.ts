@@ -170,12 +170,16 @@ export class KmsService {
         }));
     }
 
-    /** Opens and health-checks every provider of a configuration before it is saved (a wrong PIN fails here). */
-    async check(tenantId: string, config: KmsConfig): Promise<void> {
+    /**
+     * Opens and health-checks every provider of a configuration before it is saved (a wrong PIN fails here); the
+     * providers `guard` names connect under its outbound policy, as they will at use.
+     */
+    async check(tenantId: string, config: KmsConfig, guard?: { outbound: OutboundPolicy; providerIds: ReadonlySet<string> }): Promise<void> {
+        const own = new Set(config.providers.map((p) => p.id));
         for (const entry of mergeKmsConfigs(this.deps.globalConfig(), config).providers) {
             let store: KeyStore | undefined;
             try {
-                store = await this.openFresh(tenantId, entry);
+                store = await this.openFresh(tenantId, entry, guard && own.has(entry.id) && guard.providerIds.has(entry.id) ? guard.outbound : undefined);
                 await this.deadline(entry.id, 'health', store.health());
             }
             catch (err) {

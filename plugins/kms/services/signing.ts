@@ -5,7 +5,7 @@ import { pemToX5c } from '../../../lib/kms/certificates';
 import type { PublicJwk } from '../../../lib/kms/types';
 import type { KeyChainKeyModel } from '../models';
 import type { Registry } from '../../../lib/registry/registry';
-import type { KeyChainService } from './key-chains';
+import { providerKeyRef, type KeyChainService } from './key-chains';
 import type { KmsService } from './kms-service';
 import { keyChainKind } from '../../../resources/key-chain';
 
@@ -78,7 +78,7 @@ export class SigningService {
     async sign(tenantId: string, keyChainId: string, data: Uint8Array): Promise<Uint8Array> {
         const row = await this.row(tenantId, keyChainId);
         const { store } = await this.kms.provider(tenantId, row.kmsProvider);
-        return store.sign(row.keyRef, data, 'ES256');
+        return store.sign(providerKeyRef(row.keyRef), data, 'ES256');
     }
 
     /** A compact JWS (ES256). With `x5c` (default) the header carries the chain; otherwise a `kid` if given. */

@@ -28,10 +28,13 @@ declare module '@hapi/hapi' {
     }
 }
 
-/** The global <config folder>/kms.json, validated once every provider type is known. */
-const readGlobalConfig = (server: Hapi.Server, configImport: ConfigImportOptions, schema: Joi.ObjectSchema<KmsConfig>): KmsConfig | undefined => {
+/**
+ * A kms.json of the operator's configuration folder (the global one, or a tenant folder's), placeholders filled in and
+ * validated once every provider type is known; undefined when the folder has none.
+ */
+const readFolderKmsConfig = (server: Hapi.Server, configImport: ConfigImportOptions, schema: Joi.ObjectSchema<KmsConfig>, ...segments: string[]): KmsConfig | undefined => {
     const { log } = server.app;
-    const file = configImport.folder && Path.join(configImport.folder, 'kms.json');
+    const file = configImport.folder && Path.join(configImport.folder, ...segments, 'kms.json');
     if (!file || !Fs.existsSync(file)) {
         return undefined;
     }
@@ -79,8 +82,18 @@ export const plugin: Hapi.Plugin<KmsOptions> = {
         const schema = () => kmsConfigSchema(types);
         // Read on first use (the startup import may need it) or at the latest when the server starts.
         let globalConfig: { value: KmsConfig | undefined } | undefined;
-        const globalKmsConfig = () => (globalConfig ??= { value: readGlobalConfig(server, options.configImport, schema()) }).value;
-        const kms = new KmsService({ db, registry, log, outbound: server.outbound, timeoutMs: options.timeoutMs, types, globalConfig: globalKmsConfig });
+        const globalKmsConfig = () => (globalConfig ??= { value: readFolderKmsConfig(server, options.configImport, schema()) }).value;
+        // A tenant folder's kms.json as the operator wrote it: its providers are trusted, wherever else they came from.
+        const operatorTenantConfig = (tenantId: string): KmsConfig | undefined => {
+            try {
+                return readFolderKmsConfig(server, options.configImport, schema(), tenantId);
+            }
+            catch (err) {
+                log.warn({ tenantId, err: (err as Error).message }, 'the tenant folder\'s kms.json cannot be read: its providers are not trusted');
+                return undefined;
+            }
+        };
+        const kms = new KmsService({ db, registry, log, outbound: server.outbound, timeoutMs: options.timeoutMs, types, globalConfig: globalKmsConfig, operatorTenantConfig });
         const keyChains = new KeyChainService({ db, kms, publicUrl: options.publicUrl });
         server.decorate('server', 'kms', kms);
         const signing = new SigningService(kms, keyChains, registry);

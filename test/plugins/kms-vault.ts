@@ -8,6 +8,7 @@ import * as Lab from '@hapi/lab';
 import Pino from 'pino';
 import { KmsUnavailableError, type KeyStore, type KmsOpenContext, type PublicJwk } from '../../lib/kms/types';
 import { vaultKmsProvider, type VaultKmsOptions } from '../../plugins/kms-vault/provider';
+import { jcs, sha256Hex, type JsonBundle } from '../../plugins/bundles/bundle';
 import { VaultServer } from '../fixtures/vault-server';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
@@ -172,8 +173,12 @@ for (const dialect of DIALECTS) {
             // The operator's global kms.json names the same Vault, its token a placeholder.
             folder = Fs.mkdtempSync(Path.join(Os.tmpdir(), 'hallmark-kms-vault-'));
             Fs.writeFileSync(Path.join(folder, 'kms.json'), JSON.stringify({ providers: [{ id: 'opvault', type: 'vault', vaultUrl: vault.origin, vaultToken: '${TEST_VAULT_TOKEN}' }] }));
+            // A tenant the operator's folder configures, with a vault provider of its own.
+            Fs.mkdirSync(Path.join(folder, 'ops'));
+            Fs.writeFileSync(Path.join(folder, 'ops', 'info.json'), JSON.stringify({ name: 'Operated' }));
+            Fs.writeFileSync(Path.join(folder, 'ops', 'kms.json'), JSON.stringify({ providers: [{ id: 'opsvault', type: 'vault', vaultUrl: vault.origin, vaultToken: '${TEST_VAULT_TOKEN}' }] }));
             t = await startTestServer(dialect, {
-                manifest: manifestFor('hallmark-kms-vault', 'hallmark-kms-db', 'hallmark-oid4vci', 'hallmark-tenancy'),
+                manifest: manifestFor('hallmark-kms-vault', 'hallmark-kms-db', 'hallmark-oid4vci', 'hallmark-tenancy', 'hallmark-bundles'),
                 env: { KMS_TIMEOUT_MS: '1000', OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true', CONFIG_FOLDER: folder, TEST_VAULT_TOKEN: vault.token }
             });
             const root = await rootToken(t.server);
@@ -238,6 +243,36 @@ for (const dialect of DIALECTS) {
             }
             finally {
                 (Dns.promises as any).lookup = lookup;
+                t.server.outbound.allowPrivateNetwork = true;
+            }
+        });
+
+        it('holds a provider of a tenant\'s bundle import to the outbound policy at use; a tenant folder\'s own stays trusted', async () => {
+            // The tenant imports a kms.json (recorded file-managed, like the operator's folder import).
+            const exported = (await call('GET', '/api/config-bundles/export')).result as JsonBundle;
+            const bundle = structuredClone(exported);
+            bundle.documents = bundle.documents.filter((d) => d.path === 'kms.json');
+            expect(bundle.documents).to.have.length(1);
+            // The providers it has (their tokens are placeholders in the export) and one more.
+            const spec = bundle.documents[0]!.document.spec as { providers: Array<Record<string, unknown>> };
+            spec.providers = [...spec.providers.map((p) => ({ ...p, vaultToken: vault.token })), { id: 'imported', type: 'vault', vaultUrl: vault.origin, vaultToken: vault.token }];
+            bundle.manifest.resources = bundle.manifest.resources.filter((r) => r.path === 'kms.json').map((r) => ({ ...r, sha256: sha256Hex(jcs(bundle.documents[0]!.document)) }));
+            const planned = await call('POST', '/api/config-bundles/plan', bundle);
+            expect(planned.statusCode, planned.payload).to.equal(200);
+            const imported = await call('POST', `/api/config-bundles/import?planFingerprint=${(planned.result as any).planFingerprint}`, bundle);
+            expect(imported.statusCode, imported.payload).to.equal(200);
+            const ops = (await clientWithToken(t.server, await rootToken(t.server), { clientId: 'ops-admin', roles: ['tenant:admin'], tenantId: 'ops' })).token;
+
+            // The policy tightens after the import: the imported provider's connections are refused, the folder's are not.
+            t.server.outbound.allowPrivateNetwork = false;
+            try {
+                const refused = await call('POST', '/api/key-chain', { id: 'k-imported', usageType: 'access', kmsProvider: 'imported' });
+                expect(refused.statusCode, refused.payload).to.equal(503);
+                expect((refused.result as { message: string }).message).to.contain('refused by the outbound policy');
+                const trusted = await t.server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(ops), payload: { id: 'k-ops', usageType: 'access', kmsProvider: 'opsvault' } });
+                expect(trusted.statusCode, trusted.payload).to.equal(201);
+            }
+            finally {
                 t.server.outbound.allowPrivateNetwork = true;
             }
         });

@@ -46,6 +46,8 @@ export class KmsService {
         timeoutMs: number;
         types: ReadonlyMap<string, KmsProviderType<any>>;
         globalConfig: () => KmsConfig | undefined;
+        /** The tenant folder's kms.json of the operator's configuration folder, if any (TENANT_ID_PATTERN ids only). */
+        operatorTenantConfig?: (tenantId: string) => KmsConfig | undefined;
     }) {
         this.configs = new ChangeCache({ ttlMs: CONFIG_TTL_MS, load: (tenantId: string) => this.loadConfig(tenantId) })
             .dropOnChange(deps.registry, [kmsConfigKind], changedTenant);
@@ -56,13 +58,15 @@ export class KmsService {
     }
 
     /**
-     * The merged configuration, and the providers a tenant configured through the API (its KmsConfig is not
-     * file-managed): their connections follow the outbound policy, like webhooks; the operator's files are trusted.
+     * The merged configuration, and the tenant's providers whose connections follow the outbound policy, like
+     * webhooks: every one the operator's folder does not hold exactly as stored. Ownership does not tell: a tenant's
+     * bundle import records its configuration file-managed like the operator's folder import does.
      */
     private async loadConfig(tenantId: string): Promise<TenantKmsConfig> {
         const tenant = await this.deps.registry.get({ tenantId, clientId: 'system:kms', roles: [] }, kmsConfigKind);
         const config = mergeKmsConfigs(this.deps.globalConfig(), tenant?.spec);
-        const guarded = new Set(tenant && tenant.ownership !== 'file-managed' ? tenant.spec.providers.map((p) => p.id) : []);
+        const operator = new Map((this.deps.operatorTenantConfig?.(tenantId)?.providers ?? []).map((p) => [p.id, canonicalJson(p)]));
+        const guarded = new Set((tenant?.spec.providers ?? []).filter((p) => operator.get(p.id) !== canonicalJson(p)).map((p) => p.id));
         return { config, guarded };
     }
 

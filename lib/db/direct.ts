@@ -1,3 +1,5 @@
+import Crypto from 'node:crypto';
+import type { EventEmitter } from 'node:events';
 import type { Knex } from 'knex';
 
 /**
@@ -77,11 +79,37 @@ export class DirectStatements {
 
     /** Rows of a query (camelCase keys), or undefined when the caller must use knex. */
     all(sql: string, params: unknown[]): Array<Record<string, unknown>> | undefined {
-        return this.ready()?.prepare(sql).all(...params).map(camelRow);
+        return this.reported(sql, params, (connection) => connection.prepare(sql).all(...params).map(camelRow));
     }
 
     /** Rows changed by a statement, or undefined when the caller must use knex. */
     run(sql: string, params: unknown[]): number | undefined {
-        return this.ready()?.prepare(sql).run(...params).changes;
+        return this.reported(sql, params, (connection) => connection.prepare(sql).run(...params).changes);
+    }
+
+    /**
+     * Runs a statement and tells knex's query listeners about it as knex would (query, then query-response or
+     * query-error), so tracing and query logs see these statements too; without listeners it costs nothing.
+     */
+    private reported<T>(sql: string, bindings: unknown[], statement: (connection: Connection) => T): T | undefined {
+        const connection = this.ready();
+        if (!connection) {
+            return undefined;
+        }
+        const events = this.knex as unknown as EventEmitter;
+        if (!events.listenerCount('query')) {
+            return statement(connection);
+        }
+        const query = { sql, bindings, method: sql.trimStart().slice(0, 6).toLowerCase(), __knexQueryUid: Crypto.randomUUID() };
+        events.emit('query', query);
+        try {
+            const result = statement(connection);
+            events.emit('query-response', result, query);
+            return result;
+        }
+        catch (err) {
+            events.emit('query-error', err, query);
+            throw err;
+        }
     }
 }

@@ -216,7 +216,10 @@ for (const dialect of DIALECTS) {
                 deviceResponse: Buffer.from(response.encode()).toString('base64url'), ...handover, now: new Date(), skewSeconds: 30,
                 anchors: [{ certificate: ROOT_PEM, serviceType: 'eaa-issuance' }]
             });
-            expect(documents).to.equal([{
+            // The issuer's chain from the MSO's x5chain (DER, base64), the leaf first.
+            const { x5chain, ...reported } = documents[0] as unknown as { x5chain: string[] } & Record<string, unknown>;
+            expect(new Crypto.X509Certificate(Buffer.from(x5chain[0]!, 'base64')).checkIssued(new Crypto.X509Certificate(ROOT_PEM))).to.be.true();
+            expect([reported]).to.equal([{
                 docType: MDL_DOCTYPE,
                 claims: { [MDL_NS]: { family_name: 'Mustermann' } },
                 issuerAnchor: { certificate: ROOT_PEM, serviceType: 'eaa-issuance' },

@@ -37,7 +37,8 @@ const startOnce = async (folder: string, port: number) => {
     const started = process.hrtime.bigint();
     const child = ChildProcess.spawn(process.execPath, [...NODE_FLAGS, `--env-file=${Path.join(root, 'examples/dev.env')}`, entry, 'start'], {
         cwd: root,
-        env: { PATH: process.env.PATH ?? '', FOLDER: folder, PORT: String(port), LOG_LEVEL: 'warn' },
+        // One process: its start time and RSS are a worker's (cluster mode forks as many as WORKERS says).
+        env: { PATH: process.env.PATH ?? '', FOLDER: folder, PORT: String(port), LOG_LEVEL: 'warn', WORKERS: '1' },
         stdio: 'ignore'
     });
     try {

@@ -1,5 +1,6 @@
 import Crypto from 'node:crypto';
 import * as X509 from '@peculiar/x509';
+import { projectRoot } from '../../lib/package-info';
 
 type KeyPair = Crypto.webcrypto.CryptoKeyPair;
 
@@ -40,4 +41,4 @@ export const party = async (name: string, issuer: Party | null, options: { ca?: 
 };
 
 /** A real CA certificate (PEM): the demo tenant's root, for lists that need a signer certificate but are never fetched. */
-export const DEMO_ROOT_PEM: string = (JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '../../examples/config/demo/trust-lists/demo.json'), 'utf8')) as { spec: { entities: Array<{ certificates: string[] }> } }).spec.entities[0]!.certificates[0]!;
+export const DEMO_ROOT_PEM: string = (JSON.parse(require('node:fs').readFileSync(require('node:path').join(projectRoot, 'examples/config/demo/trust-lists/demo.json'), 'utf8')) as { spec: { entities: Array<{ certificates: string[] }> } }).spec.entities[0]!.certificates[0]!;

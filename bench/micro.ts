@@ -5,7 +5,10 @@ import { jwkThumbprintSync, jwsPayload, verifyEcdsaJws } from '../lib/crypto/jws
 import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
+import { cborEncode } from '@animo-id/mdoc';
+import { Aes128Gcm, CipherSuite, DhkemP256HkdfSha256, HkdfSha256 } from '@hpke/core';
 import { createKnex, stopCheckpointer } from '../lib/db/knex';
+import { newRecipientKey, openEncryptedResponse } from '../lib/mdoc/annex-c';
 import { directCost } from './sessions';
 import { percentile, printTable } from './table';
 
@@ -96,6 +99,22 @@ export const benchMicro = async (): Promise<void> => {
         return entry;
     });
     row('management bearer token (ES256 JWT)', joseToken, cached, 'TokenService.verify cache; 1 per issuance flow, 2 per presentation flow');
+
+    // ISO 18013-7 Annex C: opening a sealed 3 KB DeviceResponse with the session's key (JWK), through @hpke/core's
+    // WebCrypto suite and through the same library with node:crypto primitives (lib/crypto/hpke.ts).
+    const webCrypto = new CipherSuite({ kem: new DhkemP256HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes128Gcm() });
+    const recipient = newRecipientKey();
+    const info = new Uint8Array(Crypto.randomBytes(80));
+    const sealed = await webCrypto.seal({ recipientPublicKey: await webCrypto.kem.importKey('jwk', { ...recipient.publicJwk }, true), info: info.slice().buffer }, Crypto.randomBytes(3000).buffer);
+    const encrypted = Buffer.from(cborEncode(['dcapi', new Map<string, unknown>([['enc', new Uint8Array(sealed.enc)], ['cipherText', new Uint8Array(sealed.ct)]])])).toString('base64url');
+    const viaWebCrypto = await best(async () => {
+        const recipientKey = await webCrypto.kem.importKey('jwk', { ...recipient.privateJwk }, false);
+        await webCrypto.open({ recipientKey, enc: sealed.enc, info: info.slice().buffer }, sealed.ct);
+    });
+    const viaNodeCrypto = await best(() => openEncryptedResponse(encrypted, recipient.privateJwk, info));
+    row('HPKE open of an Annex C response (@hpke/core: WebCrypto → node:crypto primitives)', viaWebCrypto, viaNodeCrypto, 'lib/crypto/hpke.ts; 1 per ISO 18013-7 flow');
+    const generateKeyPair = await best(() => Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' }));
+    row('fresh HPKE recipient key as JWK (generateKeyPairSync → ECDH)', generateKeyPair, await best(newRecipientKey), 'lib/mdoc/annex-c.ts newRecipientKey; 1 per ISO 18013-7 flow');
 
     // WAL checkpoints: 20,000 single-row commits of session size (autocommits, as the flows make them), with SQLite's
     // automatic checkpoint in the committing connection (before) and with the checkpoint worker (after).

@@ -1,11 +1,12 @@
 import Crypto from 'node:crypto';
 import { cborDecode, cborEncode, DataItem } from '@animo-id/mdoc';
-import { Aes128Gcm, CipherSuite, DhkemP256HkdfSha256, HkdfSha256 } from '@hpke/core';
 import type { JWK } from 'jose';
+import { p256Scalar, p256Sha256Aes128GcmSuite } from '../crypto/hpke';
 
 /**
  * The verifier's half of ISO/IEC TS 18013-7 Annex C (mdoc over the W3C Digital Credentials API, protocol
- * "org-iso-mdoc"), on @hpke/core for RFC 9180 and the CBOR codec of @animo-id/mdoc:
+ * "org-iso-mdoc"), on @hpke/core for RFC 9180 (with node:crypto primitives, lib/crypto/hpke.ts) and the CBOR codec of
+ * @animo-id/mdoc:
  *
  *     EncryptionInfo      = ["dcapi", {"nonce": bstr, "recipientPublicKey": COSE_Key}]
  *     EncryptedResponse   = ["dcapi", {"enc": bstr, "cipherText": bstr}]
@@ -18,7 +19,7 @@ import type { JWK } from 'jose';
  */
 
 /** RFC 9180 suite of Annex C; one instance is enough (it holds no key). */
-export const annexCSuite = new CipherSuite({ kem: new DhkemP256HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes128Gcm() });
+export const annexCSuite = p256Sha256Aes128GcmSuite();
 
 const COSE_KTY_EC2 = 2;
 const COSE_CRV_P256 = 1;
@@ -38,10 +39,10 @@ export const coseKeyOf = (jwk: JWK): Map<number, number | Uint8Array> => new Map
 
 /** A fresh HPKE recipient key pair (P-256) as JWKs, to be kept in the session. */
 export const newRecipientKey = (): { privateJwk: JWK; publicJwk: JWK } => {
-    const { privateKey, publicKey } = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const { kty, crv, x, y, d } = privateKey.export({ format: 'jwk' });
-    const pub = publicKey.export({ format: 'jwk' });
-    return { privateJwk: { kty, crv, x, y, d }, publicJwk: { kty: pub.kty, crv: pub.crv, x: pub.x, y: pub.y } };
+    const ecdh = Crypto.createECDH('prime256v1');
+    const point = ecdh.generateKeys();
+    const publicJwk = { kty: 'EC', crv: 'P-256', x: point.subarray(1, 33).toString('base64url'), y: point.subarray(33).toString('base64url') };
+    return { privateJwk: { ...publicJwk, d: p256Scalar(ecdh).toString('base64url') }, publicJwk };
 };
 
 /** base64url CBOR EncryptionInfo for the recipient key and the session's nonce (base64url). */
@@ -118,7 +119,6 @@ export const openEncryptedResponse = async (data: string, privateJwk: JWK, sessi
         throw new HpkeOpenError('the EncryptedResponse has no enc or cipherText byte string');
     }
     try {
-        // The whole JWK: importing the bare scalar would make the library derive the public point first (twice the cost).
         const { kty, crv, x, y, d } = privateJwk;
         const recipientKey = await annexCSuite.kem.importKey('jwk', { kty, crv, x, y, d } as Parameters<typeof annexCSuite.kem.importKey>[1], false);
         const plaintext = await annexCSuite.open({ recipientKey, enc: toArrayBuffer(enc), info: toArrayBuffer(sessionTranscript) }, toArrayBuffer(cipherText), new ArrayBuffer(0));

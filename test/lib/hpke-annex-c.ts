@@ -1,6 +1,7 @@
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { cborDecode, cborEncode } from '@animo-id/mdoc';
+import { Aes128Gcm, CipherSuite, DhkemP256HkdfSha256, HkdfSha256 } from '@hpke/core';
 import { annexCSuite, encodeEncryptionInfo, newRecipientKey, openEncryptedResponse, HpkeOpenError } from '../../lib/mdoc/annex-c';
 import { annexCSessionTranscript, openid4vpDcApiSessionTranscript } from '../../lib/verify/mdoc';
 
@@ -53,6 +54,33 @@ describe('HPKE of ISO 18013-7 Annex C', () => {
         const recipientKey = await annexCSuite.kem.deserializePrivateKey(ab(hex(A31.skRm)));
         const recipient = await annexCSuite.createRecipientContext({ recipientKey, enc: ab(hex(A31.enc)), info: ab(hex(A31.info)) });
         expect(toHex(await recipient.open(ab(hex(A31.ct0)), ab(hex(A31.aad0))))).to.equal(A31.pt);
+    });
+
+    it('interoperates both ways with the WebCrypto suite of @hpke/core, and refuses points off the curve', async () => {
+        const library = new CipherSuite({ kem: new DhkemP256HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes128Gcm() });
+        const info = ab(new Uint8Array([9, 8, 7]));
+        const message = ab(new Uint8Array(Buffer.from('a DeviceResponse')));
+        for (const [sender, recipient] of [[library, annexCSuite], [annexCSuite, library]] as const) {
+            const keys = await recipient.kem.generateKeyPair();
+            const recipientPublicKey = await sender.kem.deserializePublicKey(await recipient.kem.serializePublicKey(keys.publicKey));
+            const sealed = await sender.seal({ recipientPublicKey, info }, message, ab(new Uint8Array([1])));
+            const opened = await recipient.open({ recipientKey: keys.privateKey, enc: sealed.enc, info }, sealed.ct, ab(new Uint8Array([1])));
+            expect(Buffer.from(opened).toString()).to.equal('a DeviceResponse');
+            await expect(recipient.open({ recipientKey: keys.privateKey, enc: sealed.enc, info }, sealed.ct, ab(new Uint8Array([2])))).to.reject();
+        }
+        const offCurve = hex(A31.pkRm);
+        offCurve[64]! ^= 1;
+        await expect(annexCSuite.kem.deserializePublicKey(ab(offCurve))).to.reject();
+        await expect(annexCSuite.kem.deserializePublicKey(ab(hex(A31.pkRm).subarray(0, 33)))).to.reject();
+        await expect(annexCSuite.kem.deserializePrivateKey(ab(new Uint8Array(31)))).to.reject();
+        await expect(annexCSuite.kem.importKey('jwk', { kty: 'EC', crv: 'P-384', x: 'AA', y: 'AA' }, true)).to.reject();
+        await expect(annexCSuite.kem.deserializePrivateKey(ab(new Uint8Array(32)))).to.reject();
+        const one = newRecipientKey();
+        const other = newRecipientKey();
+        await expect(annexCSuite.kem.importKey('jwk', { ...one.privateJwk, x: other.publicJwk.x }, false)).to.reject();
+        expect(Buffer.from(one.privateJwk.d!, 'base64url')).to.have.length(32);
+        const imported = await annexCSuite.kem.importKey('jwk', { ...one.privateJwk }, false);
+        expect(Buffer.from(await annexCSuite.kem.serializePrivateKey(imported)).toString('base64url')).to.equal(one.privateJwk.d!);
     });
 
     it('opens an Annex C EncryptedResponse sealed to a session key, and nothing else', async () => {

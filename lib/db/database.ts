@@ -133,6 +133,14 @@ export class Database {
         });
     }
 
+    /**
+     * Runs fn outside any surrounding transaction: for what a commit sets off (change listeners and the background
+     * work they start), which would otherwise inherit the finished transaction and find it closed.
+     */
+    detached<T>(fn: () => T): T {
+        return ambientTransaction.exit(fn);
+    }
+
     /** The transaction of the surrounding `transaction()` call on this database, if any. */
     ambient(): Transaction | undefined {
         const trx = ambientTransaction.getStore();

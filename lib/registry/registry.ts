@@ -163,10 +163,10 @@ export class Registry {
      * after the commit of a surrounding one (an import), so a rolled-back change is never reported.
      */
     private changed(kind: ResourceKind, tenantId: string | null, id: string): void {
-        const notify = () => {
+        const notify = () => this.db.detached(() => {
             this.tell(kind.kind, tenantId, id);
             this.options.bus?.publish(CHANGE_TOPIC, { kind: kind.kind, tenantId, id } satisfies ChangeMessage);
-        };
+        });
         const outer = this.db.ambient();
         if (outer) {
             outer.executionPromise.then(notify, () => undefined);

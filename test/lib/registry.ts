@@ -189,6 +189,23 @@ for (const dialect of DIALECTS) {
             expect(heard).to.equal(['h5', 'h6']);
         });
 
+        it('calls its listeners outside the committed transaction, so work they start can query', async () => {
+            const seen: Array<{ ambient: boolean; later: Promise<unknown> }> = [];
+            registry.onChange(hookKind, (_tenantId, id) => {
+                // What a background refresh does: read the database after the write, on its own.
+                seen.push({ ambient: db.ambient() !== undefined, later: (async () => {
+                    await new Promise((resolve) => setImmediate(resolve));
+                    return registry.get(acme, hookKind, id);
+                })() });
+            });
+            await registry.write(acme, hookKind, { id: 'h7', url: 'https://x.example', auth: { type: 'none' } });
+            await registry.transaction(() => registry.write(acme, hookKind, { id: 'h8', url: 'https://x.example', auth: { type: 'none' } }));
+            await new Promise((resolve) => setImmediate(resolve));
+            expect(seen.map((s) => s.ambient)).to.equal([false, false]);
+            const read = await Promise.all(seen.map((s) => s.later)) as Array<{ spec: { id: string } } | undefined>;
+            expect(read.map((r) => r?.spec.id)).to.equal(['h7', 'h8']);
+        });
+
         it('deletes with an audit entry; deleting a tenant removes what it owns', async () => {
             await registry.write(other, hookKind, { id: 'o1', url: 'https://o.example', auth: { type: 'none' } });
             await registry.remove(acme, hookKind, 'h1');

@@ -1,49 +1,15 @@
-import Crypto from 'node:crypto';
-import Path from 'node:path';
 import * as Jose from 'jose';
 import { annexCTranscript, deviceResponse, sealResponse } from '../test/helpers/mdoc-wallet';
-import { closedLoop, cryptoSpeed, httpClient } from './load';
+import { closedLoop, cryptoSpeed } from './load';
 import { percentile, printTable } from './table';
-import { cpuMs, post, ROOT, startService, type BenchService } from './service';
+import { cpuMs, type BenchService } from './service';
+import { issueToNewHolder, sdJwtPresenter, startDemoService } from './wallet';
 
 const WALLETS = 8;
 const DURATION_MS = 10_000;
 const ORIGIN = 'https://rp.example';
 const NS = 'org.iso.18013.5.1';
 const DOCTYPE = 'org.iso.18013.5.1.mDL';
-
-const b64 = (v: object | Buffer | string) => Buffer.from(typeof v === 'object' && !Buffer.isBuffer(v) ? JSON.stringify(v) : v).toString('base64url');
-
-/**
- * The demo tenant's service with a verifier token and one credential of `configurationId` issued through the real
- * pre-authorized flow to a fresh holder key.
- */
-const prepare = async (port: number, configurationId: string, claims: object) => {
-    const service = await startService(port, { CONFIG_FOLDER: Path.join(__dirname, '../../examples/config') });
-    const { call, close } = httpClient();
-    const admin = (await post(`${service.url}/api/oauth2/token`, { grant_type: 'client_credentials', client_id: ROOT.id, client_secret: ROOT.secret })).body.access_token;
-    const client = async (clientId: string, roles: string[]) => {
-        const created = await post(`${service.url}/api/clients`, { clientId, roles, tenantId: 'demo' }, { authorization: `Bearer ${admin}` });
-        return (await post(`${service.url}/api/oauth2/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: created.body.clientSecret })).body.access_token as string;
-    };
-    const offerer = await client('bench-offers', ['issuance:offer']);
-    const verifier = await client('bench-verifier', ['presentation:request']);
-    const holder = Crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const publicJwk = holder.publicKey.export({ format: 'jwk' });
-    const { kty, crv, x, y } = publicJwk;
-    const offer = await post(`${service.url}/api/issuer/offer`, { credentialConfigurationIds: [configurationId], credentialClaims: { [configurationId]: { type: 'inline', claims } } }, { authorization: `Bearer ${offerer}` });
-    const offerUri = decodeURIComponent(offer.body.uri.split('credential_offer_uri=')[1]);
-    const code = JSON.parse((await call(offerUri, 'GET')).text).grants['urn:ietf:params:oauth:grant-type:pre-authorized_code']['pre-authorized_code'];
-    const issuer = `${service.url}/issuers/demo`;
-    const token = JSON.parse((await call(`${issuer}/authorize/token`, 'POST', `grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Apre-authorized_code&pre-authorized_code=${code}`, { 'content-type': 'application/x-www-form-urlencoded' })).text).access_token;
-    const nonce = JSON.parse((await call(`${issuer}/vci/nonce`, 'POST')).text).c_nonce;
-    const proofInput = `${b64({ alg: 'ES256', typ: 'openid4vci-proof+jwt', jwk: { kty, crv, x, y } })}.${b64({ aud: issuer, nonce, iat: Math.floor(Date.now() / 1000) })}`;
-    const proof = `${proofInput}.${b64(Crypto.sign('sha256', Buffer.from(proofInput), { key: holder.privateKey, dsaEncoding: 'ieee-p1363' }))}`;
-    const issued = JSON.parse((await call(`${issuer}/vci/credential`, 'POST', JSON.stringify({ credential_configuration_id: configurationId, proof: { proof_type: 'jwt', jwt: proof } }), { authorization: `Bearer ${token}`, 'content-type': 'application/json' })).text);
-    const credential: string = issued.credentials[0].credential;
-    const holderKey = { privateKey: holder.privateKey, privateJwk: holder.privateKey.export({ format: 'jwk' }), publicJwk: { kty, crv, x, y } };
-    return { service, call, close, verifier, credential, holderKey };
-};
 
 /**
  * The closed loop, with the service process's CPU time per flow beside it: on a shared machine the rate follows the
@@ -68,23 +34,20 @@ const report = (title: string, run: { latencies: number[]; rate: number; clientS
     ]);
 };
 
-const finish = async (close: () => void, service: BenchService) => {
-    close();
-    await service.stop();
-};
-
 /**
  * ISO 18013-7 Annex C, closed loop, 8 wallets against one server process on SQLite: create the request (fresh HPKE
  * key, DeviceRequest) → the wallet device-signs a DeviceResponse over the Annex C SessionTranscript and seals it →
  * post → verified (status completed).
  */
 export const benchIso18013 = async (): Promise<void> => {
-    const { service, call, close, verifier, credential, holderKey } = await prepare(3922, 'mdl', { [NS]: { given_name: 'Erika', family_name: 'Mustermann', age_over_18: true } });
+    const demo = await startDemoService(3922);
+    const { service, call, verifier } = demo;
     try {
+        const { credential, holderKey } = await issueToNewHolder(demo, 'mdl', { [NS]: { given_name: 'Erika', family_name: 'Mustermann', age_over_18: true } });
         const flow = async () => {
             const created = JSON.parse((await call(`${service.url}/api/verifier/offer`, 'POST', JSON.stringify({ requestId: 'identify', response_type: 'iso-18013-7', expected_origins: [ORIGIN] }), { authorization: `Bearer ${verifier}`, 'content-type': 'application/json' })).text);
             const transcript = annexCTranscript(created.encryptionInfo, ORIGIN);
-            const data = await sealResponse(created.encryptionInfo, await deviceResponse(credential, holderKey as never, DOCTYPE, [[NS, 'given_name'], [NS, 'family_name']], transcript), transcript);
+            const data = await sealResponse(created.encryptionInfo, await deviceResponse(credential, holderKey, DOCTYPE, [[NS, 'given_name'], [NS, 'family_name']], transcript), transcript);
             const answer = await call(`${service.url}/presentations/${created.session}/iso-18013-7`, 'POST', JSON.stringify({ data }), { 'content-type': 'application/json' });
             if (answer.status !== 200) {
                 throw new Error(`ISO 18013-7 presentation failed: ${answer.status} ${answer.text}`);
@@ -98,7 +61,7 @@ export const benchIso18013 = async (): Promise<void> => {
         report('ISO 18013-7 Annex C: full mDL flow (one process, SQLite, 8 wallets, 10 s)', run, ceiling, '3 verify, 2 ECDH', speed);
     }
     finally {
-        await finish(close, service);
+        await demo.stop();
     }
 };
 
@@ -108,17 +71,16 @@ export const benchIso18013 = async (): Promise<void> => {
  * {response, origin} → verified (status completed).
  */
 export const benchDcApi = async (): Promise<void> => {
-    const { service, call, close, verifier, credential, holderKey } = await prepare(3923, 'pid', { given_name: 'Erika', family_name: 'Mustermann' });
+    const demo = await startDemoService(3923);
+    const { service, call, verifier } = demo;
     try {
-        const presentedPart = credential.endsWith('~') ? credential : `${credential}~`;
-        const sdHash = Crypto.createHash('sha256').update(presentedPart).digest('base64url');
+        const { credential, holderKey } = await issueToNewHolder(demo, 'pid', { given_name: 'Erika', family_name: 'Mustermann' });
+        const present = sdJwtPresenter(credential, holderKey);
         const flow = async () => {
             const created = JSON.parse((await call(`${service.url}/api/verifier/offer`, 'POST', JSON.stringify({ requestId: 'identify', response_type: 'dc-api', expected_origins: [ORIGIN] }), { authorization: `Bearer ${verifier}`, 'content-type': 'application/json' })).text);
             const request = Jose.decodeJwt(created.request) as Record<string, any>;
-            const kbInput = `${b64({ alg: 'ES256', typ: 'kb+jwt' })}.${b64({ nonce: request.nonce, aud: `origin:${ORIGIN}`, iat: Math.floor(Date.now() / 1000), sd_hash: sdHash })}`;
-            const kb = `${kbInput}.${b64(Crypto.sign('sha256', Buffer.from(kbInput), { key: holderKey.privateKey, dsaEncoding: 'ieee-p1363' }))}`;
             const encKey = request.client_metadata.jwks.keys[0];
-            const response = await new Jose.CompactEncrypt(Buffer.from(JSON.stringify({ vp_token: { pid: [`${presentedPart}${kb}`] } })))
+            const response = await new Jose.CompactEncrypt(Buffer.from(JSON.stringify({ vp_token: { pid: [present(request.nonce, `origin:${ORIGIN}`)] } })))
                 .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM', kid: encKey.kid }).encrypt(await Jose.importJWK(encKey, 'ECDH-ES'));
             const answer = await call(`${service.url}/presentations/${created.session}/oid4vp`, 'POST', JSON.stringify({ response, origin: ORIGIN }), { 'content-type': 'application/json' });
             if (answer.status !== 200) {
@@ -133,6 +95,6 @@ export const benchDcApi = async (): Promise<void> => {
         report('DC API: full SD-JWT VC flow, dc_api.jwt (one process, SQLite, 8 wallets, 10 s)', run, ceiling, '1 sign, 3 verify, 2 ECDH', speed);
     }
     finally {
-        await finish(close, service);
+        await demo.stop();
     }
 };

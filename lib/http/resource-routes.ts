@@ -1,8 +1,8 @@
-import type { ServerRoute } from '@hapi/hapi';
+import type { Request, RouteOptionsResponseSchema, ServerRoute } from '@hapi/hapi';
 import Joi from 'joi';
 import { tenantContext } from '../auth/context';
 import { NotFoundError } from '../errors';
-import type { ResourceKind, StoredResource } from '../registry/kind';
+import type { KindRef, ResourceKind, StoredResource } from '../registry/kind';
 import { redactSecrets, restoreRedacted } from '../registry/secrets';
 import { pageOf, pageQuery, paginate, type Page } from './pagination';
 
@@ -132,45 +132,108 @@ export const resourceRoutes = (options: ResourceRoutesOptions): ServerRoute[] =>
     ];
 };
 
-/** GET and PUT of a tenant's singleton kind (e.g. /api/issuer/config). */
-export const singletonRoutes = (options: { kind: ResourceKind; path: string; tag: string; roles: string[]; description: string; defaults?: () => object }): ServerRoute[] => {
-    const { kind, path, tag, roles } = options;
-    const schema = (kind.schema as Joi.ObjectSchema).label(kind.kind);
-    return [
+/** A route's OpenAPI text. */
+export interface RouteText {
+    description: string;
+    notes?: string;
+}
+
+export interface SingletonRoutesOptions<T> {
+    /**
+     * The kind, or the ref of a kind its plugin defines at registration: that schema is built after the routes, so
+     * its routes take `validatePayload` and document no answer.
+     */
+    kind: ResourceKind<T> | KindRef<T>;
+    /** e.g. /api/issuer/config */
+    path: string;
+    tag: string;
+    /** Roles that may write; reads also allow `readRoles` and tenant:read. */
+    roles: string[];
+    readRoles?: string[];
+    /** What the resource is (`the tenant's issuance settings`), which each route's text names; or each route's text. */
+    description: string | { get: RouteText; put: RouteText };
+    /** GET of a tenant that never set the resource: 404 with this message; without it, the schema's defaults. */
+    notFound?: string;
+    /** Validates a PUT body in place of the kind's schema. */
+    validatePayload?: RouteOptionsResponseSchema;
+    /** Refuses a PUT before it is written: sees the body with the stored secrets restored. */
+    beforeWrite?: (spec: T, request: Request) => Promise<void>;
+    /** Adds DELETE, which removes the tenant's resource (204). */
+    delete?: RouteText;
+}
+
+const isResourceKind = <T>(kind: ResourceKind<T> | KindRef<T>): kind is ResourceKind<T> => 'schema' in kind;
+
+/**
+ * GET and PUT (and DELETE when asked) of a tenant's singleton kind (e.g. /api/issuer/config): writes go through the
+ * registry's write path, secrets are redacted in answers and kept when sent back redacted.
+ */
+export const singletonRoutes = <T>(options: SingletonRoutesOptions<T>): ServerRoute[] => {
+    const { kind, path, roles } = options;
+    const tags = ['api', options.tag];
+    const schema = isResourceKind(kind) ? (kind.schema as Joi.ObjectSchema).label(kind.kind) : undefined;
+    const response = schema && { status: { 200: schema } };
+    const text = typeof options.description === 'string'
+        ? {
+            get: { description: `Get ${options.description}${options.notFound ? '' : ' (defaults when never set)'}` },
+            put: { description: `Set ${options.description}` }
+        }
+        : options.description;
+    const routes: ServerRoute[] = [
         {
             method: 'GET',
             path,
             options: {
-                tags: ['api', tag],
-                description: `Get ${options.description} (defaults when never set)`,
-                auth: { access: { scope: [...roles, 'tenant:read'] } },
-                response: { status: { 200: schema } }
+                tags,
+                ...text.get,
+                auth: { access: { scope: [...roles, ...options.readRoles ?? [], 'tenant:read'] } },
+                response
             },
             handler: async (request) => {
-                const found = await request.server.registry.get(tenantContext(request), kind);
+                const { registry } = request.server;
+                const { secrets, schema: current } = registry.kind(kind);
+                const found = await registry.get(tenantContext(request), kind);
                 if (found) {
-                    return redactSecrets(found.spec as object, kind.secrets);
+                    return redactSecrets(found.spec, secrets);
                 }
-                return schema.validate({}).value;
+                if (options.notFound) {
+                    throw new NotFoundError(options.notFound);
+                }
+                return current.validate({}).value;
             }
         },
         {
             method: 'PUT',
             path,
             options: {
-                tags: ['api', tag],
-                description: `Set ${options.description}`,
+                tags,
+                ...text.put,
                 auth: { access: { scope: roles } },
-                validate: { payload: schema },
-                response: { status: { 200: schema } }
+                validate: { payload: options.validatePayload ?? schema },
+                response
             },
             handler: async (request) => {
                 const { registry } = request.server;
                 const ctx = tenantContext(request);
+                const resolved = registry.kind(kind);
                 const stored = await registry.get(ctx, kind);
-                const result = await registry.write(ctx, kind, restoreRedacted(request.payload, stored?.spec, kind));
-                return redactSecrets(result.spec as object, kind.secrets);
+                const spec = restoreRedacted(request.payload as T, stored?.spec, resolved);
+                await options.beforeWrite?.(spec, request);
+                const result = await registry.write(ctx, kind, spec);
+                return redactSecrets(result.spec, resolved.secrets);
             }
         }
     ];
+    if (options.delete) {
+        routes.push({
+            method: 'DELETE',
+            path,
+            options: { tags, ...options.delete, auth: { access: { scope: roles } } },
+            handler: async (request, h) => {
+                await request.server.registry.remove(tenantContext(request), kind);
+                return h.response().code(204);
+            }
+        });
+    }
+    return routes;
 };

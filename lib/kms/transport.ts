@@ -120,6 +120,19 @@ export const parseJsonObject = (body: Buffer): Record<string, unknown> | undefin
     }
 };
 
+/** The Error of an answer of the provider `label` to `op` that cannot be used; `reason` must name no secret. */
+export const invalidAnswer = (label: string, op: string, reason: string): Error =>
+    new Error(`${label} gave an invalid answer to ${op}: ${reason}`);
+
+/** The body of the provider's answer to `op` as a JSON object; any other body is an invalid answer. */
+export const jsonObjectAnswer = (label: string, op: string, res: OutboundResponse): Record<string, unknown> => {
+    const body = parseJsonObject(res.body);
+    if (!body) {
+        throw invalidAnswer(label, op, 'the body is not a JSON object');
+    }
+    return body;
+};
+
 /**
  * `exchange` as a KMS operation named `op` of the provider `label`: an unreachable or slow KMS, or an address the
  * outbound policy refuses, becomes the KmsUnavailableError (503 naming the provider); an answer that cannot be read
@@ -137,7 +150,7 @@ export const kmsExchange = async (endpoint: Endpoint, label: string, op: string,
         if (err instanceof OutboundBlockedError) {
             throw new KmsUnavailableError(`${label} is unavailable: ${op} refused by the outbound policy (${err.message})`);
         }
-        throw new Error(`${label} gave an invalid answer to ${op}: ${(err as Error).message}`);
+        throw invalidAnswer(label, op, (err as Error).message);
     }
 };
 

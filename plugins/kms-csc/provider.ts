@@ -4,7 +4,7 @@ import { NotFoundError, ValidationError } from '../../lib/errors';
 import { ecdsaDerToRaw, ecP256JwkFromSpki } from '../../lib/kms/jwk';
 import { TokenSource } from '../../lib/kms/oauth2-token';
 import { httpUrlSchema, serviceUrlSchema } from '../../lib/kms/schemas';
-import { jsonBody, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
+import { invalidAnswer, jsonBody, jsonObjectAnswer, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsOpenContext, type KmsProviderType, type PublicJwk } from '../../lib/kms/types';
 import type { OutboundResponse } from '../../lib/outbound';
 
@@ -122,7 +122,7 @@ export class CscKeyStore implements KeyStore {
         }, kid);
         const signature = Array.isArray(body.signatures) ? body.signatures[0] : undefined;
         if (typeof signature !== 'string' || !/^[A-Za-z0-9+/]+={0,2}$/.test(signature)) {
-            throw this.invalid(op, 'no base64 signature');
+            throw invalidAnswer(this.label, op, 'no base64 signature');
         }
         const bytes = Buffer.from(signature, 'base64');
         // CSC leaves the encoding to the signature algorithm: X.509's DER for ECDSA, though some services answer r || s.
@@ -132,7 +132,7 @@ export class CscKeyStore implements KeyStore {
         try {
             return ecdsaDerToRaw(bytes);
         } catch (err) {
-            throw this.invalid(op, (err as Error).message);
+            throw invalidAnswer(this.label, op, (err as Error).message);
         }
     }
 
@@ -207,7 +207,7 @@ export class CscKeyStore implements KeyStore {
         }
         const certificates = (body.cert as { certificates?: unknown } | undefined)?.certificates;
         if (!Array.isArray(certificates) || !certificates.length || !certificates.every((c) => typeof c === 'string' && /^[A-Za-z0-9+/]+={0,2}$/.test(c))) {
-            throw this.invalid(op, 'no certificates');
+            throw invalidAnswer(this.label, op, 'no certificates');
         }
         let publicJwk: PublicJwk;
         try {
@@ -228,7 +228,7 @@ export class CscKeyStore implements KeyStore {
             ...(this.options.authorizeAuthData ? { authData: this.options.authorizeAuthData } : {})
         }, undefined, true);
         if (typeof body.SAD !== 'string' || !body.SAD) {
-            throw this.invalid('authorization', 'no SAD');
+            throw invalidAnswer(this.label, 'authorization', 'no SAD');
         }
         return body.SAD;
     }
@@ -268,16 +268,8 @@ export class CscKeyStore implements KeyStore {
                 }
                 throw new Error(`${this.label} refused ${op} (HTTP ${res.status}${detail ? `, ${detail}` : ''})`);
             }
-            const body = parseJsonObject(res.body);
-            if (!body) {
-                throw this.invalid(op, 'the body is not a JSON object');
-            }
-            return body;
+            return jsonObjectAnswer(this.label, op, res);
         }
-    }
-
-    private invalid(op: string, reason: string): Error {
-        return new Error(`${this.label} gave an invalid answer to ${op}: ${reason}`);
     }
 }
 

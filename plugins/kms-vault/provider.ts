@@ -2,7 +2,7 @@ import Joi from 'joi';
 import { NotFoundError, ValidationError } from '../../lib/errors';
 import { ecP256JwkFromSpki } from '../../lib/kms/jwk';
 import { serviceUrlSchema } from '../../lib/kms/schemas';
-import { jsonBody, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
+import { invalidAnswer, jsonBody, jsonObjectAnswer, keptAliveEndpoint, kmsExchange, OPERATOR_POLICY, parseJsonObject, type Endpoint, type HttpKmsTransport } from '../../lib/kms/transport';
 import { KmsUnavailableError, type KeyAlgorithm, type KeyStore, type KmsOpenContext, type KmsProviderType, type PublicJwk } from '../../lib/kms/types';
 import type { OutboundResponse } from '../../lib/outbound';
 
@@ -81,11 +81,11 @@ export class VaultKeyStore implements KeyStore {
         const signature = (body.data as Record<string, unknown> | undefined)?.signature;
         const match = typeof signature === 'string' ? SIGNATURE.exec(signature) : null;
         if (!match) {
-            throw this.invalid(op, 'no vault:v<n>:<signature> value');
+            throw invalidAnswer(this.label, op, 'no vault:v<n>:<signature> value');
         }
         const bytes = Buffer.from(match[1]!, 'base64url');
         if (bytes.length !== 64) {
-            throw this.invalid(op, `signature has ${bytes.length} bytes, expected 64 (raw r || s)`);
+            throw invalidAnswer(this.label, op, `signature has ${bytes.length} bytes, expected 64 (raw r || s)`);
         }
         return Uint8Array.from(bytes);
     }
@@ -100,12 +100,12 @@ export class VaultKeyStore implements KeyStore {
         const keys = data.keys as Record<string, { public_key?: unknown }> | undefined;
         const pem = keys?.[String(data.latest_version)]?.public_key;
         if (typeof pem !== 'string') {
-            throw this.invalid(op, 'no public key for the latest version');
+            throw invalidAnswer(this.label, op, 'no public key for the latest version');
         }
         try {
             return ecP256JwkFromSpki(pem);
         } catch (err) {
-            throw this.invalid(op, (err as Error).message);
+            throw invalidAnswer(this.label, op, (err as Error).message);
         }
     }
 
@@ -178,15 +178,7 @@ export class VaultKeyStore implements KeyStore {
         if (res.status === 204) {
             return {};
         }
-        const body = parseJsonObject(res.body);
-        if (!body) {
-            throw this.invalid(op, 'the body is not a JSON object');
-        }
-        return body;
-    }
-
-    private invalid(op: string, reason: string): Error {
-        return new Error(`${this.label} gave an invalid answer to ${op}: ${reason}`);
+        return jsonObjectAnswer(this.label, op, res);
     }
 }
 

@@ -3,14 +3,14 @@ import { cborDecode, cborEncode } from '@animo-id/mdoc';
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { issueMdoc } from '../../plugins/oid4vci/formats/mdoc';
-import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
-import { newHolderKey, type HolderKey } from '../helpers/holder';
+import type { HolderKey } from '../helpers/holder';
 import { annexCTranscript, deviceResponse, parseEncryptionInfo, readDeviceRequest, sealResponse } from '../helpers/mdoc-wallet';
-import { startReceiver, type Receiver } from '../helpers/net';
+import type { Receiver } from '../helpers/net';
 import { party, type Party } from '../helpers/pki';
 import { issueMdocWithStatus, mdocStatus, startStatusListServer, statusListToken, type StatusListServer } from '../helpers/status-issuer';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import { acmeAdmin, DOCTYPE, NS, startVerifierTenant, TRUSTED_ISSUER, type VerifierTenant } from '../helpers/verifier-tenant';
 
 /**
  * ISO 18013-7 Annex C end to end: a wallet written from the standards (test/helpers/mdoc-wallet) reads the
@@ -22,8 +22,6 @@ import { manifestFor, startTestServer, type TestServer } from '../helpers/server
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
-const DOCTYPE = 'org.iso.18013.5.1.mDL';
-const NS = 'org.iso.18013.5.1';
 const ORIGIN = 'https://rp.example';
 const MDL_QUERY = {
     credentials: [{
@@ -37,8 +35,10 @@ const ELEMENTS: Array<[string, string]> = [[NS, 'family_name'], [NS, 'age_over_1
 
 for (const dialect of DIALECTS) {
     describe(`ISO 18013-7 Annex C (${dialect})`, () => {
+        let tenant: VerifierTenant | undefined;
         let t: TestServer;
-        let admin: string;
+        let api: VerifierTenant['api'];
+        let create: VerifierTenant['create'];
         let deviceKey: HolderKey;
         let mdl: string;
         let accessRoot: string;
@@ -48,51 +48,23 @@ for (const dialect of DIALECTS) {
         let statusRoot: Party;
         let statusIssuer: Party;
 
-        const api = async (method: string, url: string, payload?: object) => {
-            const res = await t.server.inject({ method, url, headers: bearer(admin), ...(payload ? { payload } : {}) });
-            return { status: res.statusCode, body: res.result as any, payload: res.payload };
-        };
-        const create = async (url: string, payload: object) => {
-            const res = await api('POST', url, payload);
-            expect(res.status, res.payload).to.equal(201);
-            return res.body;
-        };
-
         before(async () => {
-            receiver = await startReceiver();
             lists = await startStatusListServer();
             statusRoot = await party('Status Root CA', null, { ca: true });
             statusIssuer = await party('Status mDL Issuer', statusRoot);
             const signer = await party('Status List Signer', statusRoot);
             lists.serve('mdl', { token: (uri) => statusListToken({ bits: 2, values: [0, 0, 0, 0, 0, 0, 0, 2], chain: [signer], sub: uri }) });
-            t = await startTestServer(dialect, {
-                manifest: manifestFor('hallmark-iso18013', 'hallmark-kms-db', 'hallmark-tenancy'),
-                env: { OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' }
-            });
-            const root = await rootToken(t.server);
-            await createTenant(t.server, root, 'acme');
-            admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
-            const issuer = await create('/api/key-chain', { id: 'issuer', usageType: 'attestation', subject: { commonName: 'Acme mDL issuer', organization: 'Acme', country: 'DE' } });
-            issuerRoot = issuer.rootCertificate;
-            const access = await create('/api/key-chain', { id: 'verifier', usageType: 'access', subject: { commonName: 'Acme verifier' } });
-            accessRoot = access.rootCertificate;
-            await create('/api/trust-lists', { id: 'acme', entities: [{ name: 'Acme mDL', serviceType: 'pid-issuance', certificates: [issuerRoot] }] });
+            tenant = await startVerifierTenant(dialect, 'hallmark-iso18013');
+            ({ t, api, create, deviceKey, mdl, accessRoot, issuerRoot, receiver } = tenant);
             await create('/api/verifier/config', { id: 'mdl', dcql_query: MDL_QUERY, readerAuth: true, statusCheckMode: 'disabled' });
             await create('/api/verifier/config', { id: 'mdl-plain', dcql_query: MDL_QUERY, redirectUri: 'https://rp.example/done/{sessionId}' });
             await create('/api/trust-lists', { id: 'status', entities: [{ name: 'Status issuer', serviceType: 'pid-issuance', certificates: [statusRoot.cert.toString('pem')] }] });
             const statusQuery = { credentials: [{ ...MDL_QUERY.credentials[0], trusted_authorities: [{ type: 'etsi_tl', values: [{ trustListId: 'status' }] }] }] };
             await create('/api/verifier/config', { id: 'mdl-status', dcql_query: statusQuery });
             await create('/api/verifier/config', { id: 'pid', dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] } }] } });
-            deviceKey = await newHolderKey();
-            mdl = await issueMdoc(t.server.signing, {
-                tenantId: 'acme', keyChainId: 'issuer', docType: DOCTYPE,
-                namespaces: { [NS]: { family_name: 'Mustermann', given_name: 'Erika', age_over_18: true } },
-                deviceJwk: deviceKey.publicJwk
-            });
         });
         after(async () => {
-            await t?.stop();
-            await receiver?.close();
+            await tenant?.stop();
             await lists?.stop();
         });
 
@@ -138,7 +110,7 @@ for (const dialect of DIALECTS) {
             const rootDer = new Crypto.X509Certificate(issuerRoot).raw;
             expect(session.outcome).to.equal({
                 result: 'success',
-                credentials: [{ id: 'mdl', format: 'mso_mdoc', docType: DOCTYPE, verified: true, trust: { matchedIssuer: 'Acme mDL', issuanceThumbprint: Crypto.createHash('sha256').update(rootDer).digest('base64url'), matchMode: 'ca' } }]
+                credentials: [{ id: 'mdl', format: 'mso_mdoc', docType: DOCTYPE, verified: true, trust: { matchedIssuer: TRUSTED_ISSUER, issuanceThumbprint: Crypto.createHash('sha256').update(rootDer).digest('base64url'), matchMode: 'ca' } }]
             });
             const hook = receiver.deliveries.find((d) => d.path === '/iso')!;
             expect(hook.body).to.equal({ status: 'completed', outcome: session.outcome, credentials: session.credentials, session: answer.session, reference: 'order-7' });
@@ -287,13 +259,11 @@ for (const dialect of DIALECTS) {
         after(() => t?.stop());
 
         it('answers 400 for response_type iso-18013-7, and 404 at the response path', async () => {
-            const root = await rootToken(t.server);
-            await createTenant(t.server, root, 'acme');
-            const admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
-            await t.server.inject({ method: 'POST', url: '/api/key-chain', headers: bearer(admin), payload: { id: 'verifier', usageType: 'access', subject: { commonName: 'v' } } });
-            await t.server.inject({ method: 'POST', url: '/api/verifier/config', headers: bearer(admin), payload: { id: 'mdl', dcql_query: MDL_QUERY } });
-            const res = await t.server.inject({ method: 'POST', url: '/api/verifier/offer', headers: bearer(admin), payload: { requestId: 'mdl', response_type: 'iso-18013-7' } });
-            expect(res.statusCode, res.payload).to.equal(400);
+            const admin = await acmeAdmin(t.server);
+            await admin.create('/api/key-chain', { id: 'verifier', usageType: 'access', subject: { commonName: 'v' } });
+            await admin.create('/api/verifier/config', { id: 'mdl', dcql_query: MDL_QUERY });
+            const res = await admin.api('POST', '/api/verifier/offer', { requestId: 'mdl', response_type: 'iso-18013-7' });
+            expect(res.status, res.payload).to.equal(400);
             expect(res.payload).to.contain('iso-18013-7');
             expect((await t.server.inject({ method: 'POST', url: '/presentations/x/iso-18013-7', payload: { data: 'a' } })).statusCode).to.equal(404);
         });

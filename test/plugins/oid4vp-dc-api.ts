@@ -3,14 +3,13 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import { SDJwtVcInstance } from '@sd-jwt/sd-jwt-vc';
 import * as Jose from 'jose';
-import { issueMdoc } from '../../plugins/oid4vci/formats/mdoc';
 import { issueSdJwtVc } from '../../plugins/oid4vci/formats/sd-jwt';
-import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { newHolderKey, type HolderKey } from '../helpers/holder';
 import { dcApiTranscript, deviceResponse } from '../helpers/mdoc-wallet';
-import { startReceiver, type Receiver } from '../helpers/net';
-import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
+import type { Receiver } from '../helpers/net';
+import type { TestServer } from '../helpers/server';
+import { DOCTYPE, NS, startVerifierTenant, TRUSTED_ISSUER, type VerifierTenant } from '../helpers/verifier-tenant';
 
 /**
  * OpenID4VP over the W3C Digital Credentials API (OpenID4VP 1.0 Appendix A, contract "Presentation"): the signed
@@ -22,8 +21,6 @@ import { manifestFor, startTestServer, type TestServer } from '../helpers/server
 export const lab = Lab.script();
 const { describe, it, before, after } = lab;
 
-const DOCTYPE = 'org.iso.18013.5.1.mDL';
-const NS = 'org.iso.18013.5.1';
 const VCT = 'urn:eudi:pid:1';
 const ORIGIN = 'https://rp.example';
 const PID_QUERY = { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: [VCT] }, claims: [{ path: ['given_name'] }, { path: ['age_over_18'], values: [true] }] }] };
@@ -32,8 +29,10 @@ const hasher = (data: string | ArrayBuffer) => new Uint8Array(Crypto.createHash(
 
 for (const dialect of DIALECTS) {
     describe(`OpenID4VP over the Digital Credentials API (${dialect})`, () => {
+        let tenant: VerifierTenant | undefined;
         let t: TestServer;
-        let admin: string;
+        let api: VerifierTenant['api'];
+        let create: VerifierTenant['create'];
         let holderKey: HolderKey;
         let deviceKey: HolderKey;
         let pid: string;
@@ -41,29 +40,10 @@ for (const dialect of DIALECTS) {
         let issuerRoot: string;
         let receiver: Receiver;
 
-        const api = async (method: string, url: string, payload?: object) => {
-            const res = await t.server.inject({ method, url, headers: bearer(admin), ...(payload ? { payload } : {}) });
-            return { status: res.statusCode, body: res.result as any, payload: res.payload };
-        };
-        const create = async (url: string, payload: object) => {
-            const res = await api('POST', url, payload);
-            expect(res.status, res.payload).to.equal(201);
-            return res.body;
-        };
-
         before(async () => {
-            receiver = await startReceiver();
-            t = await startTestServer(dialect, {
-                manifest: manifestFor('hallmark-oid4vp', 'hallmark-kms-db', 'hallmark-tenancy'),
-                env: { OUTBOUND_URL_ALLOW_HTTP: 'true', OUTBOUND_URL_ALLOW_PRIVATE_NETWORK: 'true' }
-            });
-            const root = await rootToken(t.server);
-            await createTenant(t.server, root, 'acme');
-            admin = (await clientWithToken(t.server, root, { clientId: 'acme-admin', roles: ['tenant:admin'], tenantId: 'acme' })).token;
-            issuerRoot = (await create('/api/key-chain', { id: 'issuer', usageType: 'attestation', subject: { commonName: 'Acme issuer', organization: 'Acme', country: 'DE' } })).rootCertificate;
-            await create('/api/key-chain', { id: 'verifier', usageType: 'access', subject: { commonName: 'Acme verifier' } });
+            tenant = await startVerifierTenant(dialect, 'hallmark-oid4vp');
+            ({ t, api, create, deviceKey, mdl, issuerRoot, receiver } = tenant);
             await create('/api/key-chain', { id: 'verifier-dns', usageType: 'access', subject: { commonName: 'Acme verifier DNS' }, sanDns: ['verifier.acme.example'] });
-            await create('/api/trust-lists', { id: 'acme', entities: [{ name: 'Acme PID', serviceType: 'pid-issuance', certificates: [issuerRoot] }] });
             await create('/api/issuer/webhook-endpoints', { id: 'hook', name: 'Results', url: `${receiver.url}/endpoint`, auth: { type: 'none' } });
             await create('/api/verifier/config', { id: 'pid', dcql_query: PID_QUERY, accessKeyChainId: 'verifier', webhookEndpointId: 'hook', redirectUri: 'https://rp.example/ignored' });
             await create('/api/verifier/config', { id: 'mdl', dcql_query: MDL_QUERY, accessKeyChainId: 'verifier' });
@@ -72,23 +52,14 @@ for (const dialect of DIALECTS) {
             await create('/api/key-chain', { id: 'verifier-no-san', usageType: 'access', subject: { commonName: 'Acme verifier without SAN' }, sanDns: [] });
             await create('/api/verifier/config', { id: 'pid-dns-missing', dcql_query: PID_QUERY, accessKeyChainId: 'verifier-no-san', clientIdPrefix: 'x509_san_dns' });
             holderKey = await newHolderKey();
-            deviceKey = await newHolderKey();
             pid = await issueSdJwtVc(t.server.signing, {
                 tenantId: 'acme', keyChainId: 'issuer', issuer: 'http://hallmark.test/issuers/acme', vct: VCT,
                 claims: { given_name: 'Erika', family_name: 'Mustermann', age_over_18: true },
                 fields: ['given_name', 'family_name', 'age_over_18'].map((name) => ({ path: [name], disclosable: true })),
                 holderJwk: holderKey.publicJwk
             });
-            mdl = await issueMdoc(t.server.signing, {
-                tenantId: 'acme', keyChainId: 'issuer', docType: DOCTYPE,
-                namespaces: { [NS]: { family_name: 'Mustermann', given_name: 'Erika', age_over_18: true } },
-                deviceJwk: deviceKey.publicJwk
-            });
         });
-        after(async () => {
-            await t?.stop();
-            await receiver?.close();
-        });
+        after(() => tenant?.stop());
 
         /** The offer and the request object as the wallet checks it: signed by the x5c leaf of its header. */
         const offer = async (requestId: string, body: Record<string, unknown> = {}) => {
@@ -144,7 +115,7 @@ for (const dialect of DIALECTS) {
             expect(stored.status).to.equal('completed');
             expect(stored.credentials[0].values[0]).to.include({ vct: VCT, given_name: 'Erika', age_over_18: true });
             expect(stored.credentials[0].values[0].family_name).to.not.exist();
-            expect(stored.outcome).to.equal({ result: 'success', credentials: [{ id: 'pid', format: 'dc+sd-jwt', verified: true, trust: { matchedIssuer: 'Acme PID', issuanceThumbprint: thumbprint(issuerRoot), matchMode: 'ca' } }] });
+            expect(stored.outcome).to.equal({ result: 'success', credentials: [{ id: 'pid', format: 'dc+sd-jwt', verified: true, trust: { matchedIssuer: TRUSTED_ISSUER, issuanceThumbprint: thumbprint(issuerRoot), matchMode: 'ca' } }] });
             const hook = receiver.deliveries.find((d) => d.body?.session === session)!;
             expect(hook.body).to.include({ status: 'completed', outcome: stored.outcome, reference: 'dc-1' });
             const again = await post(session, { response, origin: ORIGIN });
@@ -172,7 +143,7 @@ for (const dialect of DIALECTS) {
             expect(stored.status).to.equal('completed');
             expect(stored.credentials).to.equal([{ id: 'mdl', values: [{ [NS]: { family_name: 'Mustermann', age_over_18: true } }] }]);
             expect(stored.outcome.credentials[0]).to.include({ id: 'mdl', format: 'mso_mdoc', docType: DOCTYPE, verified: true });
-            expect(stored.outcome.credentials[0].trust).to.include({ matchedIssuer: 'Acme PID', matchMode: 'ca' });
+            expect(stored.outcome.credentials[0].trust).to.include({ matchedIssuer: TRUSTED_ISSUER, matchMode: 'ca' });
 
             const second = await offer('mdl');
             const otherOrigin = Buffer.from(await deviceResponse(mdl, deviceKey, DOCTYPE, elements, dcApiTranscript('https://evil.example', second.payload.nonce, jkt))).toString('base64url');

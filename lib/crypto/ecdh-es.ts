@@ -1,4 +1,5 @@
 import Crypto from 'node:crypto';
+import { uncompressedPoint } from './p256';
 
 /**
  * Decryption of compact JWEs with ECDH-ES key agreement in direct mode (RFC 7518 4.6) and A128GCM / A256GCM, on
@@ -32,7 +33,8 @@ export interface DecryptedJwe {
     plaintext: Buffer;
 }
 
-export const decryptEcdhEs = (jwe: string, privateKey: Crypto.KeyObject, allowedEnc: string[] = ['A128GCM', 'A256GCM']): DecryptedJwe => {
+/** privateKey: a KeyObject, or node's ECDH object of a P-256 scalar (lib/crypto/p256, no key import per use). */
+export const decryptEcdhEs = (jwe: string, privateKey: Crypto.KeyObject | Crypto.ECDH, allowedEnc: string[] = ['A128GCM', 'A256GCM']): DecryptedJwe => {
     const parts = jwe.split('.');
     if (parts.length !== 5) {
         throw new JweError('not a compact JWE');
@@ -57,8 +59,9 @@ export const decryptEcdhEs = (jwe: string, privateKey: Crypto.KeyObject, allowed
         throw new JweError('epk must be an EC P-256 public key');
     }
     try {
-        const ephemeral = Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: epk.x, y: epk.y }, format: 'jwk' });
-        const z = Crypto.diffieHellman({ privateKey, publicKey: ephemeral });
+        const z = privateKey instanceof Crypto.KeyObject
+            ? Crypto.diffieHellman({ privateKey, publicKey: Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: epk.x, y: epk.y }, format: 'jwk' }) })
+            : privateKey.computeSecret(uncompressedPoint(epk.x, epk.y));
         const apu = typeof header.apu === 'string' ? Buffer.from(header.apu, 'base64url') : Buffer.alloc(0);
         const apv = typeof header.apv === 'string' ? Buffer.from(header.apv, 'base64url') : Buffer.alloc(0);
         const bits = ENC_BITS[enc]!;

@@ -1,5 +1,6 @@
 import Crypto from 'node:crypto';
 import { Dhkem, Ec, type DhkemPrimitives } from '@hpke/common';
+import { P256_CURVE, p256FromScalar, p256Scalar, uncompressedPoint } from './p256';
 import { AeadId, CipherSuite, DeserializeError, HkdfSha256, KemId, SerializeError, type AeadEncryptionContext, type AeadInterface } from '@hpke/core';
 
 /**
@@ -22,17 +23,11 @@ type CryptoKey = Crypto.webcrypto.CryptoKey;
 type CryptoKeyPair = Crypto.webcrypto.CryptoKeyPair;
 type JsonWebKey = Crypto.webcrypto.JsonWebKey;
 
-const CURVE = 'prime256v1';
-
 const buffer = (value: Bytes): Buffer => (ArrayBuffer.isView(value) ? Buffer.from(value.buffer, value.byteOffset, value.byteLength) : Buffer.from(value));
 
 const arrayBuffer = (value: Buffer): ArrayBuffer => value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength) as ArrayBuffer;
 
-/**
- * Keys of this suite: a private key is node's ECDH object holding the scalar, a public key its uncompressed point.
- * node's ECDH class skips the key-object import that createPublicKey/createPrivateKey pay (~150 µs each: a
- * point check and OpenSSL's decoder); its computeSecret still refuses points off the curve.
- */
+/** Keys of this suite: a private key is node's ECDH object holding the scalar (see lib/crypto/p256), a public key its point. */
 class P256PrivateKey {
     constructor(readonly ecdh: Crypto.ECDH) {}
 }
@@ -56,23 +51,14 @@ const publicKeyOf = (key: CryptoKey): P256PublicKey => {
     return key as unknown as P256PublicKey;
 };
 
-/** The scalar in 32 bytes: node drops leading zero bytes, RFC 9180 (Nsk) and JWK `d` keep them. */
-export const p256Scalar = (ecdh: Crypto.ECDH): Buffer => {
-    const scalar = ecdh.getPrivateKey();
-    return scalar.length === 32 ? scalar : Buffer.concat([Buffer.alloc(32 - scalar.length), scalar]);
-};
-
-const privateKey = (scalar: Buffer): P256PrivateKey => {
-    const ecdh = Crypto.createECDH(CURVE);
-    ecdh.setPrivateKey(scalar); // refuses 0 and scalars not below the group order
-    return new P256PrivateKey(ecdh);
-};
+// setPrivateKey refuses 0 and scalars not below the group order.
+const privateKey = (scalar: Buffer): P256PrivateKey => new P256PrivateKey(p256FromScalar(scalar));
 
 const publicKey = (point: Buffer): P256PublicKey => {
     if (point.length !== 65 || point[0] !== 0x04) {
         throw new DeserializeError('not an uncompressed P-256 point');
     }
-    Crypto.ECDH.convertKey(point, CURVE); // decodes the point: refuses one off the curve
+    Crypto.ECDH.convertKey(point, P256_CURVE); // decodes the point: refuses one off the curve
     return new P256PublicKey(Buffer.from(point));
 };
 
@@ -151,7 +137,7 @@ class NodeP256 implements DhkemPrimitives {
             if (jwk.kty !== 'EC' || jwk.crv !== 'P-256' || isPublic === (jwk.d !== undefined) || !jwk.x || !jwk.y) {
                 throw new DeserializeError(`not a ${isPublic ? 'public' : 'private'} P-256 JWK`);
             }
-            const point = Buffer.concat([Buffer.from([0x04]), Buffer.from(jwk.x, 'base64url'), Buffer.from(jwk.y, 'base64url')]);
+            const point = uncompressedPoint(jwk.x, jwk.y);
             if (isPublic) {
                 return asKey(publicKey(point));
             }
@@ -164,7 +150,7 @@ class NodeP256 implements DhkemPrimitives {
     }
 
     generateKeyPair(): Promise<CryptoKeyPair> {
-        const ecdh = Crypto.createECDH(CURVE);
+        const ecdh = Crypto.createECDH(P256_CURVE);
         const point = ecdh.generateKeys();
         return Promise.resolve({ privateKey: asKey(new P256PrivateKey(ecdh)), publicKey: asKey(new P256PublicKey(point)) });
     }

@@ -1,7 +1,7 @@
-import Crypto from 'node:crypto';
 import { cborDecode, cborEncode, DataItem } from '@animo-id/mdoc';
 import type { JWK } from 'jose';
-import { p256Scalar, p256Sha256Aes128GcmSuite } from '../crypto/hpke';
+import { p256Sha256Aes128GcmSuite } from '../crypto/hpke';
+import { newP256Jwks } from '../crypto/p256';
 
 /**
  * The verifier's half of ISO/IEC TS 18013-7 Annex C (mdoc over the W3C Digital Credentials API, protocol
@@ -38,12 +38,7 @@ export const coseKeyOf = (jwk: JWK): Map<number, number | Uint8Array> => new Map
 ]);
 
 /** A fresh HPKE recipient key pair (P-256) as JWKs, to be kept in the session. */
-export const newRecipientKey = (): { privateJwk: JWK; publicJwk: JWK } => {
-    const ecdh = Crypto.createECDH('prime256v1');
-    const point = ecdh.generateKeys();
-    const publicJwk = { kty: 'EC', crv: 'P-256', x: point.subarray(1, 33).toString('base64url'), y: point.subarray(33).toString('base64url') };
-    return { privateJwk: { ...publicJwk, d: p256Scalar(ecdh).toString('base64url') }, publicJwk };
-};
+export const newRecipientKey = newP256Jwks;
 
 /** base64url CBOR EncryptionInfo for the recipient key and the session's nonce (base64url). */
 export const encodeEncryptionInfo = (publicJwk: JWK, nonce: string): string =>

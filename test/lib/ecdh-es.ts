@@ -3,6 +3,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import * as Jose from 'jose';
 import { decryptEcdhEs } from '../../lib/crypto/ecdh-es';
+import { newP256Jwks, p256FromScalar } from '../../lib/crypto/p256';
 
 export const lab = Lab.script();
 const { describe, it } = lab;
@@ -19,6 +20,24 @@ describe('ECDH-ES JWE decryption', () => {
                 expect(header.kid).to.equal('k1');
             }
         }
+    });
+
+    it('decrypts with the ECDH object of a session key, and refuses an ephemeral key off the curve or of another key', async () => {
+        const { privateJwk, publicJwk } = newP256Jwks();
+        const key = p256FromScalar(Buffer.from(privateJwk.d!, 'base64url'));
+        const publicKey = await Jose.importJWK({ ...publicJwk, alg: 'ECDH-ES' }, 'ECDH-ES');
+        const jwe = await new Jose.CompactEncrypt(Buffer.from('{"vp_token":{}}')).setProtectedHeader({ alg: 'ECDH-ES', enc: 'A128GCM' }).encrypt(publicKey);
+        expect(decryptEcdhEs(jwe, key).plaintext.toString()).to.equal('{"vp_token":{}}');
+        const other = newP256Jwks();
+        expect(() => decryptEcdhEs(jwe, p256FromScalar(Buffer.from(other.privateJwk.d!, 'base64url')))).to.throw(/does not decrypt/);
+        const [encodedHeader, ...rest] = jwe.split('.');
+        const header = JSON.parse(Buffer.from(encodedHeader!, 'base64url').toString());
+        const y = Buffer.from(header.epk.y, 'base64url');
+        y[31] = y[31]! ^ 1;
+        const offCurve = Buffer.from(JSON.stringify({ ...header, epk: { ...header.epk, y: y.toString('base64url') } })).toString('base64url');
+        expect(() => decryptEcdhEs([offCurve, ...rest].join('.'), key)).to.throw(/does not decrypt/);
+        const short = Buffer.from(JSON.stringify({ ...header, epk: { ...header.epk, y: 'AQ' } })).toString('base64url');
+        expect(() => decryptEcdhEs([short, ...rest].join('.'), key)).to.throw(/does not decrypt/);
     });
 
     it('refuses tampering, other algorithms and other keys', async () => {

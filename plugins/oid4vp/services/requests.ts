@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import Joi from 'joi';
+import { newP256Jwks } from '../../../lib/crypto/p256';
 import { OAuthError, ValidationError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import { checkUrl, OutboundBlockedError, type OutboundPolicy } from '../../../lib/outbound';
@@ -224,7 +225,7 @@ export class PresentationRequests {
 
     /** The session data every OpenID4VP response type shares: nonce, a fresh ECDH-ES response key, the request's settings. */
     private async sessionData(prepared: PreparedPresentation, responseUri: string): Promise<PresentationData> {
-        const { privateKey, publicKey } = await Jose.generateKeyPair('ECDH-ES', { crv: 'P-256', extractable: true });
+        const { privateJwk, publicJwk } = newP256Jwks();
         const kid = Crypto.randomBytes(8).toString('base64url');
         return {
             clientId: prepared.clientId,
@@ -233,8 +234,8 @@ export class PresentationRequests {
             dcqlQuery: prepared.dcqlQuery,
             ...(prepared.transactionData ? { transactionData: prepared.transactionData.map((t) => b64url(JSON.stringify(t))) } : {}),
             encryptionKey: {
-                privateJwk: { ...await Jose.exportJWK(privateKey), kid },
-                publicJwk: { ...await Jose.exportJWK(publicKey), kid, use: 'enc', alg: 'ECDH-ES' }
+                privateJwk: { ...privateJwk, kid },
+                publicJwk: { ...publicJwk, kid, use: 'enc', alg: 'ECDH-ES' }
             },
             accessKeyChainId: prepared.accessKeyChainId,
             skewSeconds: prepared.skewSeconds,

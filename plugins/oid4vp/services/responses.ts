@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
 import { decryptEcdhEs } from '../../../lib/crypto/ecdh-es';
+import { p256FromScalar } from '../../../lib/crypto/p256';
 import { OAuthError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import type { OutboundPolicy } from '../../../lib/outbound';
@@ -198,9 +199,7 @@ export class PresentationResponses {
 
     private decrypt(data: PresentationData, response: string): unknown {
         try {
-            const { kty, crv, x, y, d } = data.encryptionKey.privateJwk;
-            const key = Crypto.createPrivateKey({ key: { kty, crv, x, y, d } as Crypto.JsonWebKey, format: 'jwk' });
-            const { plaintext, header } = decryptEcdhEs(response, key);
+            const { plaintext, header } = decryptEcdhEs(response, p256FromScalar(Buffer.from(data.encryptionKey.privateJwk.d!, 'base64url')));
             if (header.kid && header.kid !== data.encryptionKey.privateJwk.kid) {
                 throw new Error('kid');
             }

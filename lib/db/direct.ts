@@ -54,9 +54,14 @@ const camelRow = (row: Record<string, unknown>): Record<string, unknown> => {
     return out;
 };
 
+/** Prepared statements kept per SQL text: a handful of shapes, bounded anyway (texts with a variable list of `?`). */
+const STATEMENT_CACHE_LIMIT = 200;
+
 export class DirectStatements {
     private connection?: Connection;
     private taking?: Promise<void>;
+    /** Compiled once per connection: better-sqlite3's prepare() parses and plans the SQL every time it is called. */
+    private statements = new Map<string, Statement>();
 
     constructor(private readonly knex: Knex) {}
 
@@ -71,6 +76,7 @@ export class DirectStatements {
             const taken = await client.acquireConnection();
             await client.releaseConnection(taken);
             this.connection = taken;
+            this.statements = new Map();
         })().catch(() => undefined).finally(() => {
             this.taking = undefined;
         });
@@ -79,12 +85,24 @@ export class DirectStatements {
 
     /** Rows of a query (camelCase keys), or undefined when the caller must use knex. */
     all(sql: string, params: unknown[]): Array<Record<string, unknown>> | undefined {
-        return this.reported(sql, params, (connection) => connection.prepare(sql).all(...params).map(camelRow));
+        return this.reported(sql, params, (connection) => this.prepared(connection, sql).all(...params).map(camelRow));
     }
 
     /** Rows changed by a statement, or undefined when the caller must use knex. */
     run(sql: string, params: unknown[]): number | undefined {
-        return this.reported(sql, params, (connection) => connection.prepare(sql).run(...params).changes);
+        return this.reported(sql, params, (connection) => this.prepared(connection, sql).run(...params).changes);
+    }
+
+    private prepared(connection: Connection, sql: string): Statement {
+        let statement = this.statements.get(sql);
+        if (!statement) {
+            if (this.statements.size >= STATEMENT_CACHE_LIMIT) {
+                this.statements.clear();
+            }
+            statement = connection.prepare(sql);
+            this.statements.set(sql, statement);
+        }
+        return statement;
     }
 
     /**

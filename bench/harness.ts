@@ -3,7 +3,7 @@ import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
 import { cryptoSpeed, httpClient, observeRequests } from './load';
-import { NODE_FLAGS, type BenchService } from './service';
+import { assertPortFree, NODE_FLAGS, type BenchService } from './service';
 import { percentile, printTable } from './table';
 
 /**
@@ -45,8 +45,31 @@ export const settings = (): BenchSettings => {
     };
 };
 
-/** CPU time (ns) of a process over all its threads, from the scheduler's per-thread accounting (ns resolution). */
-export const threadsCpuNs = (pid: number): number => {
+/**
+ * The service's processes: its own and its live children (the cluster workers when WORKERS > 1, which do the work).
+ * Read once per measurement: workers live as long as the service.
+ */
+export const serviceProcesses = (pid: number): number[] => {
+    const children: number[] = [];
+    for (const entry of Fs.readdirSync('/proc')) {
+        if (/^\d+$/.test(entry)) {
+            try {
+                if (Number(Fs.readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === pid) {
+                    children.push(Number(entry));
+                }
+            }
+            catch {
+                // the process ended between the listing and the read
+            }
+        }
+    }
+    return [pid, ...children];
+};
+
+const sum = (pids: number[], read: (pid: number) => number): number => pids.reduce((total, pid) => total + read(pid), 0);
+
+/** CPU time (ns) of processes over all their threads, from the scheduler's per-thread accounting (ns resolution). */
+export const threadsCpuNs = (pids: number[]): number => sum(pids, (pid) => {
     let total = 0;
     for (const tid of Fs.readdirSync(`/proc/${pid}/task`)) {
         try {
@@ -57,18 +80,18 @@ export const threadsCpuNs = (pid: number): number => {
         }
     }
     return total;
-};
+});
 
-/** CPU time (ns) of the process's main thread (the event loop). */
-const mainThreadCpuNs = (pid: number): number => Number(Fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]);
+/** CPU time (ns) of the processes' main threads (their event loops). */
+const mainThreadCpuNs = (pids: number[]): number => sum(pids, (pid) => Number(Fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]));
 
-/** User + system CPU (ms) of a whole process as the kernel accounts it, threads that ended included. */
-const processCpuMs = (pid: number): number => {
+/** User + system CPU (ms) of whole processes as the kernel accounts it, threads that ended included. */
+const processCpuMs = (pids: number[]): number => sum(pids, (pid) => {
     const fields = Fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-};
+});
 
-export const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(Fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+export const rssMiB = (pids: number[]): number => sum(pids, (pid) => Number(/VmRSS:\s+(\d+)/.exec(Fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024);
 
 /** Busy CPU time of the whole machine (ms, all cores) from /proc/stat. */
 const machineBusyMs = (): { busy: number; total: number } => {
@@ -134,6 +157,7 @@ export const floor = async (): Promise<Floor> => {
     }
     const options = settings();
     const port = 3930;
+    await assertPortFree(port);
     const child = ChildProcess.spawn(process.execPath, [...NODE_FLAGS, Path.join(__dirname, 'floor-server.js')], { env: { PATH: process.env.PATH ?? '', PORT: String(port), NODE_ENV: 'production' }, stdio: ['ignore', 'pipe', 'inherit'] });
     try {
         await new Promise<void>((resolve, reject) => {
@@ -146,9 +170,9 @@ export const floor = async (): Promise<Floor> => {
             await call(url, 'GET');
         };
         await loop(hello, options.wallets, options.quick ? 2000 : 5000);
-        const before = threadsCpuNs(child.pid!);
+        const before = threadsCpuNs([child.pid!]);
         const measured = await loop(hello, options.wallets, options.quick ? 3000 : 10_000);
-        const hapiMs = (threadsCpuNs(child.pid!) - before) / 1e6 / measured.count;
+        const hapiMs = (threadsCpuNs([child.pid!]) - before) / 1e6 / measured.count;
         close();
         const speed = cryptoSpeed();
         measuredFloor = { hapiMs, signMs: 1000 / speed.sign, verifyMs: 1000 / speed.verify, ecdhMs: 1000 / speed.ecdh, ...speed };
@@ -224,17 +248,18 @@ export const measureFlow = async (service: BenchService, spec: FlowSpec, info: M
     const base = await floor();
     await loop(spec.run, options.wallets, options.warmupMs);
 
-    const cpu0 = threadsCpuNs(service.pid);
-    const main0 = mainThreadCpuNs(service.pid);
-    const proc0 = processCpuMs(service.pid);
+    const pids = serviceProcesses(service.pid);
+    const cpu0 = threadsCpuNs(pids);
+    const main0 = mainThreadCpuNs(pids);
+    const proc0 = processCpuMs(pids);
     const client0 = process.cpuUsage();
     const measured = await loop(spec.run, options.wallets, options.measureMs);
     const client = process.cpuUsage(client0);
-    const threadsMs = (threadsCpuNs(service.pid) - cpu0) / 1e6;
+    const threadsMs = (threadsCpuNs(pids) - cpu0) / 1e6;
     // Threads that ended during the run (libuv's pool grows and shrinks) are in the process total only.
-    const serverMs = Math.max(threadsMs, processCpuMs(service.pid) - proc0);
-    const mainMs = (mainThreadCpuNs(service.pid) - main0) / 1e6;
-    const rss = rssMiB(service.pid);
+    const serverMs = Math.max(threadsMs, processCpuMs(pids) - proc0);
+    const mainMs = (mainThreadCpuNs(pids) - main0) / 1e6;
+    const rss = rssMiB(pids);
     const latencies = [...measured.latencies].sort((a, b) => a - b);
     const windows = Array.from({ length: Math.floor(measured.elapsedMs / options.windowMs) }, (_, i) =>
         measured.ends.filter((t) => t >= i * options.windowMs && t < (i + 1) * options.windowMs).length / (options.windowMs / 1000));
@@ -245,7 +270,7 @@ export const measureFlow = async (service: BenchService, spec: FlowSpec, info: M
     let mark = 0;
     let flows = 0;
     const settle = () => {
-        const now = threadsCpuNs(service.pid);
+        const now = threadsCpuNs(pids);
         if (current) {
             const entry = charged.get(current) ?? { ns: 0 };
             entry.ns += now - mark;
@@ -261,9 +286,9 @@ export const measureFlow = async (service: BenchService, spec: FlowSpec, info: M
     const perFlow: number[] = [];
     try {
         while (Date.now() < until) {
-            const before = threadsCpuNs(service.pid);
+            const before = threadsCpuNs(pids);
             await spec.run();
-            perFlow.push((threadsCpuNs(service.pid) - before) / 1e6);
+            perFlow.push((threadsCpuNs(pids) - before) / 1e6);
             flows++;
         }
         settle();

@@ -10,6 +10,7 @@ import { benchSessions } from './sessions';
 import { benchStartup } from './startup';
 import { benchStatusLists } from './status-lists';
 import { benchTrustLists } from './trust-lists';
+import { benchWorkers } from './workers';
 
 /** Runs every benchmark, or the ones named on the command line. */
 const benches: Record<string, () => Promise<void>> = {
@@ -25,6 +26,7 @@ const benches: Record<string, () => Promise<void>> = {
     iso18013: benchIso18013,
     dcapi: benchDcApi,
     trust: benchTrustLists,
+    workers: benchWorkers,
     micro: benchMicro
 };
 

@@ -21,7 +21,9 @@ export const observeRequests = (observer: ((method: string, url: string) => void
 
 /** A keep-alive HTTP client, so the benchmarks measure the service rather than connection set-up. */
 export const httpClient = () => {
-    const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+    // Idle sockets are dropped after 4 s, before the server's 5-s keep-alive timeout closes them: a request on a socket
+    // the server is closing at that moment fails with "socket hang up" (a wallet idle through the floor measurement).
+    const agent = new Agent({ keepAlive: true, maxSockets: 64, timeout: 4000 });
     const call = (url: string, method: string, body?: string, headers: Record<string, string> = {}): Promise<Answer> =>
         new Promise((resolve, reject) => {
             requestObserver?.(method, url);

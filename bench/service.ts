@@ -52,7 +52,19 @@ export const NODE_FLAGS = ['--max-semi-space-size=4'];
 
 export const ROOT = { id: 'bench-root', secret: 'bench-root-secret-0123456789abcdef' };
 
+/**
+ * Refuses a port something already listens on: a process left by an interrupted run would otherwise answer the
+ * health check in place of the new one, and the run would measure (or fail against) the wrong service.
+ */
+export const assertPortFree = async (port: number): Promise<void> => {
+    const taken = await fetch(`http://127.0.0.1:${port}/`).then(() => true, () => false);
+    if (taken) {
+        throw new Error(`port ${port} is in use (a process left by an interrupted bench? see: ss -ltnp | grep ${port})`);
+    }
+};
+
 export const startService = async (port: number, env: Record<string, string> = {}): Promise<BenchService> => {
+    await assertPortFree(port);
     const entry = Path.join(root, 'dist', 'bin', 'hallmark.js');
     if (!Fs.existsSync(entry)) {
         throw new Error('Build first: npm run build');

@@ -489,7 +489,8 @@ export class SessionSearch {
         }
         const offset = (query.page - 1) * query.pageSize;
         const cap = Math.max(this.limits.countCap, offset + query.pageSize);
-        const statements = this.builders(tenantId, types, query, await this.plan(tenantId, types, query), cap + 1);
+        const plan = await this.plan(tenantId, types, query);
+        const statements = this.builders(tenantId, types, query, plan, cap + 1);
         const rows = await statements.page as Array<Record<string, unknown>>;
         const items = rows.map((row) => ({
             id: row.id as string,
@@ -508,9 +509,34 @@ export class SessionSearch {
         if (items.length < query.pageSize && (items.length > 0 || offset === 0)) {
             return { items, total: offset + items.length, totalCapped: false };
         }
+        const capped = { items, total: cap, totalCapped: true };
+        if (plan.handles === 'scan' && await this.idPrefixReachesCap(tenantId, types, query, cap)) {
+            return capped;
+        }
         const counted = await statements.count;
         const n = Number((counted[0] as { n: number | string }).n);
-        return n > cap ? { items, total: cap, totalCapped: true } : { items, total: n, totalCapped: false };
+        return n > cap ? capped : { items, total: n, totalCapped: false };
+    }
+
+    /**
+     * Whether more than `cap` sessions match through the id prefix alone of a `q` that matches many (a scan): those
+     * sessions are a subset of the matches, counted on the (tenant, id) index range without the union of every handle,
+     * which both databases build in full before counting (a 1-character prefix of a million sessions: 62,000 ids,
+     * ~30 ms on SQLite, where this reads 10,001 index entries). When the prefix alone stays below the cap, the exact
+     * count follows.
+     */
+    private async idPrefixReachesCap(tenantId: string, types: SessionType[], query: SessionListQuery, cap: number): Promise<boolean> {
+        const q = query.q?.trim();
+        if (!q || query.id !== undefined) {
+            return false;
+        }
+        const knex = this.knex;
+        const matching = knex('sessions').select(knex.raw('1'))
+            .modify((qb) => this.filter(qb, tenantId, types, { ...query, q: undefined }, { rowOnly: [] }, true))
+            .modify((qb) => this.prefix(qb, 'id', q))
+            .limit(cap + 1);
+        const [row] = await knex.count({ n: '*' }).from(matching.as('matching'));
+        return Number((row as { n: number | string }).n) > cap;
     }
 
     /** The type of a session of the tenant, or undefined when the tenant has no such session. */

@@ -1,9 +1,8 @@
 import Crypto from 'node:crypto';
-import Path from 'node:path';
 import { party, type Party } from '../test/helpers/pki';
 import { httpClient } from './load';
 import { machine, measureFlow, printMachine } from './harness';
-import { post, ROOT, startService } from './service';
+import { DEMO_CONFIG, post, ROOT, startService } from './service';
 
 const WALLETS = Number(process.env.HALLMARK_BENCH_WALLETS ?? 8);
 const REDIRECT_URI = 'https://wallet.example/callback';
@@ -53,7 +52,7 @@ const walletInstance = (provider: Party, clientId: string) => {
  * answers' DPoP-Nonce headers as a wallet does, so no request is retried.
  */
 export const benchAuthorizationCode = async (): Promise<void> => {
-    const service = await startService(3921, { CONFIG_FOLDER: Path.join(__dirname, '../../examples/config') });
+    const service = await startService(3921, DEMO_CONFIG);
     try {
         const admin = await post(`${service.url}/api/oauth2/token`, { grant_type: 'client_credentials', client_id: ROOT.id, client_secret: ROOT.secret });
         const created = await post(`${service.url}/api/clients`, { clientId: 'bench-issuer', roles: ['issuance:offer', 'issuance:config', 'presentation:config'], tenantId: 'demo' }, { authorization: `Bearer ${admin.body.access_token}` });

@@ -3,7 +3,7 @@ import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
 import { cryptoSpeed, httpClient, observeRequests } from './load';
-import { assertPortFree, NODE_FLAGS, type BenchService } from './service';
+import { assertPortFree, NODE_FLAGS, processesCpuMs, serviceProcesses, type BenchService } from './service';
 import { percentile, printTable } from './table';
 
 /**
@@ -45,27 +45,6 @@ export const settings = (): BenchSettings => {
     };
 };
 
-/**
- * The service's processes: its own and its live children (the cluster workers when WORKERS > 1, which do the work).
- * Read once per measurement: workers live as long as the service.
- */
-export const serviceProcesses = (pid: number): number[] => {
-    const children: number[] = [];
-    for (const entry of Fs.readdirSync('/proc')) {
-        if (/^\d+$/.test(entry)) {
-            try {
-                if (Number(Fs.readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === pid) {
-                    children.push(Number(entry));
-                }
-            }
-            catch {
-                // the process ended between the listing and the read
-            }
-        }
-    }
-    return [pid, ...children];
-};
-
 const sum = (pids: number[], read: (pid: number) => number): number => pids.reduce((total, pid) => total + read(pid), 0);
 
 /** CPU time (ns) of processes over all their threads, from the scheduler's per-thread accounting (ns resolution). */
@@ -84,12 +63,6 @@ export const threadsCpuNs = (pids: number[]): number => sum(pids, (pid) => {
 
 /** CPU time (ns) of the processes' main threads (their event loops). */
 const mainThreadCpuNs = (pids: number[]): number => sum(pids, (pid) => Number(Fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]));
-
-/** User + system CPU (ms) of whole processes as the kernel accounts it, threads that ended included. */
-const processCpuMs = (pids: number[]): number => sum(pids, (pid) => {
-    const fields = Fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-});
 
 export const rssMiB = (pids: number[]): number => sum(pids, (pid) => Number(/VmRSS:\s+(\d+)/.exec(Fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024);
 
@@ -251,13 +224,13 @@ export const measureFlow = async (service: BenchService, spec: FlowSpec, info: M
     const pids = serviceProcesses(service.pid);
     const cpu0 = threadsCpuNs(pids);
     const main0 = mainThreadCpuNs(pids);
-    const proc0 = processCpuMs(pids);
+    const proc0 = processesCpuMs(pids);
     const client0 = process.cpuUsage();
     const measured = await loop(spec.run, options.wallets, options.measureMs);
     const client = process.cpuUsage(client0);
     const threadsMs = (threadsCpuNs(pids) - cpu0) / 1e6;
     // Threads that ended during the run (libuv's pool grows and shrinks) are in the process total only.
-    const serverMs = Math.max(threadsMs, processCpuMs(pids) - proc0);
+    const serverMs = Math.max(threadsMs, processesCpuMs(pids) - proc0);
     const mainMs = (mainThreadCpuNs(pids) - main0) / 1e6;
     const rss = rssMiB(pids);
     const latencies = [...measured.latencies].sort((a, b) => a - b);

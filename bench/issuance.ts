@@ -1,9 +1,8 @@
 import Crypto from 'node:crypto';
-import Path from 'node:path';
 import { closedLoop, httpClient } from './load';
 import { machine, measureFlow, printMachine, type FlowSpec } from './harness';
 import { percentile, printTable } from './table';
-import { cpuMs, post, ROOT, startService, type BenchService } from './service';
+import { cpuMs, DEMO_CONFIG, post, ROOT, startService, type BenchService } from './service';
 
 const WALLETS = Number(process.env.HALLMARK_BENCH_WALLETS ?? 8);
 const DURATION_MS = 10_000;
@@ -57,8 +56,6 @@ export const prepareIssuance = async (service: BenchService) => {
     const spec = (name: string, configurationId: string, title: string): FlowSpec => ({ name, title, run: flow(configurationId), requests: 6, signs: 1, verifies: 1, targetRatio: 3 });
     return { auth, issuer, statusEntries, spec };
 };
-
-export const DEMO_CONFIG = { CONFIG_FOLDER: Path.join(__dirname, '../../examples/config') };
 
 /**
  * The full pre-authorized dc+sd-jwt flow, closed loop, 8 concurrent wallets against one server process on SQLite:

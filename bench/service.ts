@@ -30,23 +30,28 @@ const statFields = (pid: number | string): string[] | undefined => {
 const ownCpuMs = (fields: string[]): number => ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
 
 /**
- * User + system CPU time in ms of a process and its live children (Linux /proc; clock ticks of 10 ms): with
- * WORKERS > 1 the service is a cluster primary whose workers do the work.
+ * The service's processes: its own and its live children (the cluster workers when WORKERS > 1, which do the work).
+ * A measurement reads it once: workers live as long as the service.
  */
-export const cpuMs = (pid: number): number => {
-    const own = statFields(pid);
-    if (!own) {
+export const serviceProcesses = (pid: number): number[] => {
+    const children = Fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry) && Number(statFields(entry)?.[1]) === pid).map(Number);
+    return [pid, ...children];
+};
+
+/** User + system CPU time in ms of processes as the kernel accounts it (threads that ended included; ticks of 10 ms). */
+export const processesCpuMs = (pids: number[]): number => pids.reduce((total, pid) => {
+    const fields = statFields(pid);
+    if (!fields) {
         throw new Error(`process ${pid} is gone`);
     }
-    let total = ownCpuMs(own);
-    for (const entry of Fs.readdirSync('/proc')) {
-        const fields = /^\d+$/.test(entry) ? statFields(entry) : undefined;
-        if (fields && Number(fields[1]) === pid) {
-            total += ownCpuMs(fields);
-        }
-    }
-    return total;
-};
+    return total + ownCpuMs(fields);
+}, 0);
+
+/** User + system CPU time in ms of a process and its live children (see serviceProcesses). */
+export const cpuMs = (pid: number): number => processesCpuMs(serviceProcesses(pid));
+
+/** The demo tenant's configuration folder (what `npm start` imports). */
+export const DEMO_CONFIG = { CONFIG_FOLDER: Path.join(root, 'examples', 'config') };
 
 export const NODE_FLAGS = ['--max-semi-space-size=4'];
 

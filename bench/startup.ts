@@ -2,6 +2,7 @@ import ChildProcess from 'node:child_process';
 import Fs from 'node:fs';
 import Os from 'node:os';
 import Path from 'node:path';
+import { rssMiB } from './harness';
 import { NODE_FLAGS } from './service';
 import { printTable } from './table';
 
@@ -28,11 +29,6 @@ const waitForHealth = async (port: number, deadline: number): Promise<void> => {
     throw new Error('service did not become healthy in time');
 };
 
-const rssMiB = (pid: number): number => {
-    const status = Fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-    return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
-};
-
 const startOnce = async (folder: string, port: number) => {
     const started = process.hrtime.bigint();
     const child = ChildProcess.spawn(process.execPath, [...NODE_FLAGS, `--env-file=${Path.join(root, 'examples/dev.env')}`, entry, 'start'], {
@@ -45,7 +41,7 @@ const startOnce = async (folder: string, port: number) => {
         await waitForHealth(port, Date.now() + 30_000);
         const ms = Number(process.hrtime.bigint() - started) / 1e6;
         await new Promise((r) => setTimeout(r, 2000));
-        return { ms, rss: rssMiB(child.pid!) };
+        return { ms, rss: rssMiB([child.pid!]) };
     }
     finally {
         child.kill('SIGTERM');

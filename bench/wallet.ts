@@ -1,9 +1,8 @@
 import Crypto from 'node:crypto';
-import Path from 'node:path';
 import * as Jose from 'jose';
 import { newHolderKey, type HolderKey } from '../test/helpers/holder';
 import { httpClient, type Answer } from './load';
-import { post, ROOT, startService, type BenchService } from './service';
+import { DEMO_CONFIG, post, ROOT, startService, type BenchService } from './service';
 
 /** The presentation benchmarks' side of the demo tenant: what a wallet and a relying party do before the measured loop. */
 
@@ -20,7 +19,7 @@ export interface DemoService {
 
 /** The service with the demo configuration (examples/config) on `port`, a keep-alive client, and the two clients. */
 export const startDemoService = async (port: number): Promise<DemoService> => {
-    const service = await startService(port, { CONFIG_FOLDER: Path.join(__dirname, '../../examples/config') });
+    const service = await startService(port, DEMO_CONFIG);
     const { call, close } = httpClient();
     const stop = async () => {
         close();

@@ -1,7 +1,7 @@
 import { machine, measureFlow, printMachine, type FlowResult } from './harness';
-import { DEMO_CONFIG, prepareIssuance } from './issuance';
+import { prepareIssuance } from './issuance';
 import { printTable } from './table';
-import { startService } from './service';
+import { DEMO_CONFIG, startService } from './service';
 
 /**
  * Issue #19 item 3: the pre-authorized issuance flow on 1 and on 2 workers (cluster mode, one SQLite database in WAL

@@ -32,10 +32,13 @@ export const uncompressedPoint = (x: string, y: string): Buffer => {
     return point;
 };
 
+/** The public JWK of an uncompressed point (0x04 || x || y). */
+export const p256PublicJwk = (point: Buffer): JWK & { kty: string; crv: string; x: string; y: string } =>
+    ({ kty: 'EC', crv: 'P-256', x: point.subarray(1, 33).toString('base64url'), y: point.subarray(33, 65).toString('base64url') });
+
 /** A fresh P-256 key pair as JWKs (`d` added to the private one). */
 export const newP256Jwks = (): { privateJwk: JWK; publicJwk: JWK } => {
     const ecdh = Crypto.createECDH(P256_CURVE);
-    const point = ecdh.generateKeys();
-    const publicJwk = { kty: 'EC', crv: 'P-256', x: point.subarray(1, 33).toString('base64url'), y: point.subarray(33).toString('base64url') };
+    const publicJwk = p256PublicJwk(ecdh.generateKeys());
     return { privateJwk: { ...publicJwk, d: p256Scalar(ecdh).toString('base64url') }, publicJwk };
 };

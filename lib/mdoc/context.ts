@@ -1,6 +1,7 @@
 import Crypto from 'node:crypto';
 import type { MdocContext } from '@animo-id/mdoc';
 import * as X509 from '@peculiar/x509';
+import { p256FromScalar } from '../crypto/p256';
 import type { JWK } from 'jose';
 
 /**
@@ -21,9 +22,7 @@ const spkiJwk = (cert: X509.X509Certificate): JWK => {
 
 /** ISO 18013-5 9.1.3.5: EMacKey = HKDF-SHA-256(ECDH(priv, pub), salt = SHA-256(SessionTranscriptBytes), "EMacKey"). */
 const ephemeralMacKey = (privateKey: Uint8Array, publicKey: Uint8Array, sessionTranscriptBytes: Uint8Array): JWK => {
-    const ecdh = Crypto.createECDH('prime256v1');
-    ecdh.setPrivateKey(Buffer.from(privateKey));
-    const shared = ecdh.computeSecret(Buffer.from(publicKey));
+    const shared = p256FromScalar(Buffer.from(privateKey)).computeSecret(Buffer.from(publicKey));
     const salt = Crypto.createHash('sha256').update(sessionTranscriptBytes).digest();
     const key = Buffer.from(Crypto.hkdfSync('sha256', shared, salt, Buffer.from('EMacKey'), 32));
     return { kty: 'oct', k: key.toString('base64url') };

@@ -1,5 +1,6 @@
 import Crypto from 'node:crypto';
 import * as Jose from 'jose';
+import { p256FromScalar, p256PublicJwk } from '../../../lib/crypto/p256';
 import { OAuthError } from '../../../lib/errors';
 
 /**
@@ -124,10 +125,7 @@ export class CredentialRequestDecryption {
             const seed = BigInt(`0x${Buffer.from(Crypto.hkdfSync('sha256', this.secret, 'hallmark', `credential-request-encryption/v1/${tenantId}`, 48)).toString('hex')}`);
             const scalar = (seed % (P256_ORDER - 1n)) + 1n;
             const d = Buffer.from(scalar.toString(16).padStart(64, '0'), 'hex');
-            const ecdh = Crypto.createECDH('prime256v1');
-            ecdh.setPrivateKey(d);
-            const point = ecdh.getPublicKey();
-            const jwk = { kty: 'EC', crv: 'P-256', x: point.subarray(1, 33).toString('base64url'), y: point.subarray(33, 65).toString('base64url') };
+            const jwk = p256PublicJwk(p256FromScalar(d).getPublicKey());
             const privateKey = Crypto.createPrivateKey({ key: { ...jwk, d: d.toString('base64url') }, format: 'jwk' });
             const kid = Crypto.createHash('sha256').update(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y })).digest('base64url');
             key = { privateKey, publicJwk: { ...jwk, kid, use: 'enc', alg: 'ECDH-ES' } };

@@ -5,6 +5,7 @@ import * as sessionTables from './migrations/20261125_0004_sessions';
 import * as sessionLogs from './migrations/20261125_0005_session_logs';
 import * as sessionSearch from './migrations/20261125_0006_session_search';
 import * as sessionIndexBudget from './migrations/20261126_0013_session_index_budget';
+import * as sessionLateUpdates from './migrations/20261128_0016_session_late_updates';
 import { SessionSearch } from './services/search';
 import { SessionService } from './services/session-service';
 import { sessionMaintenanceJob } from './jobs/maintenance';
@@ -40,7 +41,8 @@ export const plugin: Hapi.Plugin<SessionsOptions> = {
             { name: '20261125_0004_sessions', ...sessionTables },
             { name: '20261125_0005_session_logs', ...sessionLogs },
             { name: '20261125_0006_session_search', ...sessionSearch },
-            { name: '20261126_0013_session_index_budget', ...sessionIndexBudget }
+            { name: '20261126_0013_session_index_budget', ...sessionIndexBudget },
+            { name: '20261128_0016_session_late_updates', ...sessionLateUpdates }
         ]);
         server.expose('defaultTtl', ttl);
         const sessions = new SessionService(server.db);

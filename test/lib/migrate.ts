@@ -48,7 +48,8 @@ const RELEASED = [
     '20261126_0011_deferred_issuance',
     '20261126_0012_config_bundles',
     '20261126_0013_session_index_budget',
-    '20261126_0015_trust'
+    '20261126_0015_trust',
+    '20261128_0016_session_late_updates'
 ];
 
 describe('plugin migrations', () => {

@@ -491,12 +491,82 @@ for (const dialect of DIALECTS) {
             expect((await planOf(variants.default, { q: 'bulk-0', id: 'bulk-0002' })).handles).to.equal('lookup-id');
             expect((await planOf(variants.scanAndProbe, { q: 'bulk-0001' })).handles).to.equal('scan');
             expect((await planOf(variants.lookupAndDrive, { createdTo: iso(7200) })).drive).to.equal('created');
-            expect((await planOf(variants.scanAndProbe, { createdTo: iso(7200) })).drive).to.equal('created');
-            const walked = await planOf(variants.scanAndProbe, { createdFrom: iso(9000) });
+            // A wide created range in the default order walks the window of the updated-at index (see ListPlan).
+            expect(await planOf(variants.scanAndProbe, { createdTo: iso(7200) })).to.equal({ rowOnly: [], window: true });
+            expect(await planOf(variants.scanAndProbe, { createdFrom: iso(9000) })).to.equal({ rowOnly: [], window: true });
+            const walked = await planOf(variants.scanAndProbe, { createdFrom: iso(9000), sortBy: 'status' });
             expect(walked.drive).to.be.undefined();
             expect(walked.rowOnly).to.equal(dialect === 'sqlite' ? ['created'] : []);
             expect((await planOf(variants.scanAndWalk, { updatedFrom: iso(20), sortBy: 'createdAt' })).drive).to.be.undefined();
             expect((await planOf(variants.default, { updatedFrom: iso(20) })).drive).to.be.undefined();
+        });
+
+        it('lists wide created ranges in the default order exactly: the window of the updated-at index and the late updates', async () => {
+            const root = await rootToken(t.server);
+            await createTenant(t.server, root, 'late');
+            tokens.late = (await clientWithToken(t.server, root, { clientId: 'late-admin', roles: ['tenant:admin'], tenantId: 'late' })).token;
+            const base = Date.parse('2025-03-01T00:00:00.000Z');
+            const DAY = 86_400_000;
+            // One session every 10 minutes for 3 days; most updated within the hour, every 13th one to three days later
+            // (late), and lags at the edge of a day: exactly a day (not late), a day and a millisecond, and a second.
+            const lagOf = (i: number): number => {
+                const edges: Record<number, number> = { 100: DAY, 101: DAY + 1, 102: DAY + 1000, 103: DAY - 1 };
+                return edges[i] ?? (i % 13 === 0 ? DAY + ((i * 7919) % (2 * DAY)) : (i * 37_000) % 3_600_000);
+            };
+            const rows: Row[] = Array.from({ length: 432 }, (_, i) => ({
+                id: `late-${String(i).padStart(4, '0')}`,
+                tenantId: 'late',
+                type: i % 2 ? 'presentation' : 'issuance',
+                status: i % 3 ? 'completed' : 'failed',
+                createdAt: new Date(base + i * 600_000).toISOString(),
+                updatedAt: new Date(base + i * 600_000 + lagOf(i)).toISOString()
+            }));
+            // Another tenant's late sessions in the same range never show.
+            const foreign: Row[] = [0, 1, 2].map((i) => ({ id: `late-foreign-${i}`, tenantId: 'globex', type: 'issuance', status: 'completed', createdAt: new Date(base + DAY).toISOString(), updatedAt: new Date(base + 9 * DAY + i).toISOString() }));
+            await t.server.db.knex.batchInsert('sessions', [...rows, ...foreign].map((r) => ({ txCodeFailures: 0, ...r })), 200);
+
+            const at = (ms: number) => new Date(ms).toISOString();
+            const expected = (q: Partial<SessionListQuery>, page: number, pageSize: number): string[] => {
+                const inRange = (value: string, from?: string, to?: string) => (!from || value >= from) && (!to || value <= to);
+                const dir = q.sortOrder === 'asc' ? 1 : -1;
+                return rows
+                    .filter((r) => inRange(r.createdAt, q.createdFrom, q.createdTo) && inRange(r.updatedAt, q.updatedFrom, q.updatedTo))
+                    .filter((r) => (!q.type || r.type === q.type) && (!q.status || q.status.includes(r.status as never)))
+                    .sort((a, b) => dir * (a.updatedAt.localeCompare(b.updatedAt) || a.id.localeCompare(b.id)))
+                    .slice((page - 1) * pageSize, page * pageSize)
+                    .map((r) => r.id);
+            };
+            const windowed = new SessionSearch(t.server.db, { rangeLimit: 1 });
+            const both: Array<'issuance' | 'presentation'> = ['issuance', 'presentation'];
+            const queries: Array<Partial<SessionListQuery>> = [
+                { createdTo: at(base + DAY) },
+                { createdTo: at(base + DAY), sortOrder: 'asc' },
+                { createdFrom: at(base + DAY / 2), createdTo: at(base + DAY + DAY / 3) },
+                { createdFrom: at(base + DAY / 2), createdTo: at(base + DAY + DAY / 3), sortOrder: 'asc' },
+                { createdFrom: at(base + 2 * DAY) },
+                { createdFrom: at(base + 100 * 600_000), createdTo: at(base + 103 * 600_000) },
+                { createdTo: at(base + DAY), status: ['failed'], type: 'presentation' },
+                { createdFrom: at(base + DAY / 4), createdTo: at(base + 2 * DAY), updatedFrom: at(base + DAY), updatedTo: at(base + 3 * DAY) },
+                { createdFrom: at(base + DAY / 4), createdTo: at(base + DAY), updatedFrom: at(base + 3 * DAY), sortOrder: 'asc' }
+            ];
+            for (const q of queries) {
+                expect((await windowed.plan('late', both, { page: 1, pageSize: 7, ...q } as SessionListQuery)).window, JSON.stringify(q)).to.be.true();
+                for (const page of [1, 2, 5, 40]) {
+                    const query = { page, pageSize: 7, ...q } as SessionListQuery;
+                    const want = expected(q, page, 7);
+                    expect((await windowed.list('late', both, query)).items.map((i) => i.id), JSON.stringify(query)).to.equal(want);
+                    const params = new URLSearchParams({ page: String(page), pageSize: '7' });
+                    for (const [key, value] of Object.entries(q)) {
+                        for (const v of [value].flat()) {
+                            params.append(key, String(v));
+                        }
+                    }
+                    expect((await list(params.toString(), 'late')).items.map((i) => i.id), params.toString()).to.equal(want);
+                }
+            }
+            // The late ones really came from their own index: the window alone would miss them.
+            const lateOnes = expected({ createdTo: at(base + DAY) }, 1, 7).filter((id) => Number(id.slice(5)) % 13 === 0 || id === 'late-0101' || id === 'late-0102');
+            expect(lateOnes.length).to.be.above(0);
         });
 
         it('deletes a session of the tenant, with the role of its type', async () => {

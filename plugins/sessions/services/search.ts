@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Database } from '../../../lib/db/database';
 import type { SessionStatus, SessionType } from '../models/session';
+import { LATE_AFTER_MS, LATE_UPDATE } from '../migrations/20261128_0016_session_late_updates';
 import { sha256Hex, type Session } from './session-service';
 
 /**
@@ -193,11 +194,18 @@ const iso = (value: unknown): string | null => (value instanceof Date ? value.to
  * start of the sort order, see walkProbe): its index is read and the
  * matches sorted (SQLite: INDEXED BY; PostgreSQL: an ORDER BY no index can serve). rowOnly: time ranges that hold
  * more, tested on the rows while the sort-order index is walked (SQLite only; PostgreSQL estimates those well).
+ *
+ * window: a wide created range in the default order (updated_at). A session created in [from, to] and not updated
+ * late (see migrations/20261128_0016_session_late_updates.ts) was last updated in [from, to + 1 day]: that window of
+ * the updated-at index is walked in order with the created range tested on the row, the late sessions of the range
+ * are walked in the same order in their own partial index, and the page is taken from the union of the first
+ * page × pageSize of each (a sort of at most twice that many rows). Exact, and it stops early wherever the range lies.
  */
 export interface ListPlan {
     handles?: 'lookup-q' | 'lookup-id' | 'scan';
     drive?: 'created' | 'updated';
     rowOnly: Array<'created' | 'updated'>;
+    window?: boolean;
 }
 
 /** The thresholds of plan() and of the count; tests lower them to drive every plan over small data. */
@@ -342,7 +350,10 @@ export class SessionSearch {
                 plan.drive = range;
             }
         }
-        if (!plan.drive && ranges.length) {
+        if (!plan.drive && ranges.length && sortKey === 'updatedAt') {
+            plan.window = true;
+        }
+        else if (!plan.drive && ranges.length) {
             // Many sessions in range: walking the sort order pays when the range reaches its start (a recent range).
             // How many of the first walkProbe sessions in that order are in range tells.
             const walk = this.knex('sessions').select('createdAt', 'updatedAt').where('tenantId', tenantId);
@@ -405,8 +416,9 @@ export class SessionSearch {
             qb.whereRaw(`${column('status')} in (${statuses.map(() => '?').join(', ')})`, statuses);
         }
         for (const range of ['created', 'updated'] as const) {
-            // Timestamps are ISO text on SQLite, where `|| ''` keeps the value; rowOnly is never set on PostgreSQL.
-            const c = plan.rowOnly.includes(range) && !forCount ? `(${RANGE_COLUMN[range]} || '')` : RANGE_COLUMN[range];
+            // Timestamps are ISO text on SQLite, where `|| ''` keeps the value; PostgreSQL adds nothing to a timestamptz.
+            const unindexed = this.pg ? `(${RANGE_COLUMN[range]} + interval '0 seconds')` : `(${RANGE_COLUMN[range]} || '')`;
+            const c = plan.rowOnly.includes(range) && !forCount ? unindexed : RANGE_COLUMN[range];
             const from = range === 'created' ? query.createdFrom : query.updatedFrom;
             const to = range === 'created' ? query.createdTo : query.updatedTo;
             if (from) {
@@ -464,23 +476,63 @@ export class SessionSearch {
     /** The statements of a list query, for a plan from plan() (also used for query-plan checks). */
     builders(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan, countLimit = this.limits.countCap + 1): { page: Knex.QueryBuilder; count: Knex.QueryBuilder } {
         const knex = this.knex;
-        const from = (): Knex.QueryBuilder => (plan.drive && !this.pg ? knex.from(knex.raw(`sessions indexed by ${RANGE_INDEX[plan.drive]}`)) as unknown as Knex.QueryBuilder : knex('sessions'));
-        const page = from()
-            .select(LIST_COLUMNS)
-            .modify((qb) => this.filter(qb, tenantId, types, query, plan, false))
-            .orderByRaw(this.order(query.sortBy ?? 'updatedAt', query.sortOrder ?? 'desc', Boolean(plan.drive)))
-            .limit(query.pageSize)
-            .offset((query.page - 1) * query.pageSize);
+        const from = (): Knex.QueryBuilder => (plan.drive && !this.pg ? this.indexedBy(RANGE_INDEX[plan.drive]) : knex('sessions'));
+        const page = plan.window
+            ? this.windowPage(tenantId, types, query, plan)
+            : from()
+                .select(LIST_COLUMNS)
+                .modify((qb) => this.filter(qb, tenantId, types, query, plan, false))
+                .orderByRaw(this.order(query.sortBy ?? 'updatedAt', query.sortOrder ?? 'desc', Boolean(plan.drive)))
+                .limit(query.pageSize)
+                .offset((query.page - 1) * query.pageSize);
         // A condition only the row can answer (credentialConfigurationId) makes the count read rows: SQLite, free to
         // pick any index of the tenant for an unordered count, takes the narrowest, (tenant, id), whose order is
         // random in the table; the created-at index reads them in about the order they were written (and carries the
         // type and status conditions).
         const rowRead = !this.pg && query.credentialConfigurationId !== undefined && !plan.handles && !plan.drive;
-        const countFrom = rowRead ? knex.from(knex.raw('sessions indexed by sessions_list_created')) as unknown as Knex.QueryBuilder : knex('sessions');
+        const countFrom = rowRead ? this.indexedBy('sessions_list_created') : knex('sessions');
         const count = knex
             .count({ n: '*' })
             .from(countFrom.select(knex.raw('1')).modify((qb) => this.filter(qb, tenantId, types, query, plan, true)).limit(countLimit).as('matching'));
         return { page, count };
+    }
+
+    /** `sessions` read through one index (SQLite only). */
+    private indexedBy(index: string): Knex.QueryBuilder {
+        return this.knex.from(this.knex.raw(`sessions indexed by ${index}`)) as unknown as Knex.QueryBuilder;
+    }
+
+    /**
+     * The page of a window plan (see ListPlan): the ids of the first page × pageSize sessions in order from the window
+     * of the updated-at index and from the late sessions, then the page of their union.
+     */
+    private windowPage(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan): Knex.QueryBuilder {
+        const knex = this.knex;
+        const dir = query.sortOrder ?? 'desc';
+        const wanted = query.page * query.pageSize;
+        const at = (value: string | undefined) => (value === undefined ? undefined : Date.parse(ts(value)));
+        const lowest = Math.max(at(query.createdFrom) ?? -Infinity, at(query.updatedFrom) ?? -Infinity);
+        // One second beyond the day: julianday() compares in floating point, which may call a lag of a day and a
+        // fraction of a millisecond not late.
+        const highest = Math.min((at(query.createdTo) ?? Infinity) + LATE_AFTER_MS + 1000, at(query.updatedTo) ?? Infinity);
+        const bound = (value: number) => (Number.isFinite(value) ? new Date(value).toISOString() : undefined);
+        const inWindow = { ...query, updatedFrom: bound(lowest), updatedTo: bound(highest) };
+        const ordered = (qb: Knex.QueryBuilder) => qb.orderByRaw(this.order('updatedAt', dir, false)).limit(wanted);
+        const window = (this.pg ? knex('sessions') : this.indexedBy('sessions_list_updated')).select('id')
+            .modify((qb) => this.filter(qb, tenantId, types, inWindow, { ...plan, rowOnly: ['created'] }, false))
+            .modify(ordered);
+        const late = (this.pg ? knex('sessions') : this.indexedBy('sessions_list_late')).select('id')
+            .whereRaw(this.pg ? LATE_UPDATE.postgres : LATE_UPDATE.sqlite)
+            .modify((qb) => this.filter(qb, tenantId, types, query, { ...plan, rowOnly: [] }, false))
+            .modify(ordered);
+        const ids = knex.select('id').from(window.as('window')).unionAll(knex.select('id').from(late.as('late')));
+        return knex('sessions')
+            .select(LIST_COLUMNS)
+            .whereRaw("(tenant_id || '') = ?", [tenantId])
+            .whereIn('id', ids)
+            .orderByRaw(this.order('updatedAt', dir, true))
+            .limit(query.pageSize)
+            .offset((query.page - 1) * query.pageSize);
     }
 
     async list(tenantId: string, types: SessionType[], query: SessionListQuery): Promise<SessionListResult> {

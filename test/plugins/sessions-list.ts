@@ -518,6 +518,9 @@ for (const dialect of DIALECTS) {
                 tenantId: 'late',
                 type: i % 2 ? 'presentation' : 'issuance',
                 status: i % 3 ? 'completed' : 'failed',
+                // A few sessions match q=late-01 by a handle rather than by their id.
+                reference: i >= 300 && i < 304 ? 'late-01' : null,
+                walletNonce: i === 305 ? 'late-01' : null,
                 createdAt: new Date(base + i * 600_000).toISOString(),
                 updatedAt: new Date(base + i * 600_000 + lagOf(i)).toISOString()
             }));
@@ -564,6 +567,26 @@ for (const dialect of DIALECTS) {
                     expect((await list(params.toString(), 'late')).items.map((i) => i.id), params.toString()).to.equal(want);
                 }
             }
+            // A q that matches many sessions by their id and a few by a handle: the two parts of a scan, in every order.
+            const scanning = new SessionSearch(t.server.db, { lookupLimit: 1 });
+            for (const sortBy of ['id', 'status', 'createdAt', 'updatedAt', 'requestId'] as const) {
+                for (const sortOrder of ['asc', 'desc'] as const) {
+                    const q = { q: 'late-01', sortBy, sortOrder };
+                    expect((await scanning.plan('late', both, { page: 1, pageSize: 7, ...q } as SessionListQuery)).handles).to.equal('scan');
+                    const key = (r: Row) => (sortBy === 'id' ? '' : sortBy === 'status' ? r.status : sortBy === 'createdAt' ? r.createdAt : sortBy === 'requestId' ? '' : r.updatedAt);
+                    const tail = (r: Row) => (sortBy === 'createdAt' || sortBy === 'id' ? '' : r.updatedAt);
+                    const matching = rows.filter((r) => r.id.startsWith('late-01') || r.reference === 'late-01' || r.walletNonce === 'late-01')
+                        .sort((a, b) => (sortOrder === 'asc' ? 1 : -1) * (key(a).localeCompare(key(b)) || tail(a).localeCompare(tail(b)) || a.id.localeCompare(b.id)));
+                    expect(matching.length).to.equal(105);
+                    for (const page of [1, 4, 15, 16]) {
+                        const want = matching.slice((page - 1) * 7, page * 7).map((r) => r.id);
+                        const got = await scanning.list('late', both, { page, pageSize: 7, ...q } as SessionListQuery);
+                        expect(got.items.map((i) => i.id), `${JSON.stringify(q)} page ${page}`).to.equal(want);
+                    }
+                    expect((await scanning.list('late', both, { page: 2, pageSize: 7, ...q } as SessionListQuery)).total).to.equal(105);
+                }
+            }
+
             // The late ones really came from their own index: the window alone would miss them.
             const lateOnes = expected({ createdTo: at(base + DAY) }, 1, 7).filter((id) => Number(id.slice(5)) % 13 === 0 || id === 'late-0101' || id === 'late-0102');
             expect(lateOnes.length).to.be.above(0);

@@ -231,6 +231,15 @@ export const DEFAULT_LIMITS: SearchLimits = { countCap: COUNT_CAP, lookupLimit: 
 const visible = (types: SessionType[], query: SessionListQuery): SessionType[] =>
     types.filter((t) => (!query.type || t === query.type) && (query.credentialConfigurationId === undefined || t === 'issuance'));
 
+/** The columns of each sort order (see order()). */
+const SORT_COLUMNS: Record<SortKey, string[]> = {
+    id: ['id'],
+    createdAt: ['created_at', 'id'],
+    updatedAt: ['updated_at', 'id'],
+    status: ['status', 'updated_at', 'id'],
+    requestId: ['request_id', 'updated_at', 'id']
+};
+
 const RANGE_COLUMN = { created: 'created_at', updated: 'updated_at' } as const;
 const RANGE_INDEX = { created: 'sessions_list_created', updated: 'sessions_list_updated' } as const;
 
@@ -455,21 +464,22 @@ export class SessionSearch {
      */
     private order(sortBy: SortKey, dir: 'asc' | 'desc', unindexed: boolean): string {
         const d = dir === 'asc' ? 'asc' : 'desc';
-        const text = (c: string) => (unindexed ? `(${c} || '')` : c);
-        const time = (c: string) => (unindexed ? `(${c} + interval '0 seconds')` : c);
+        // SQLite's unary + is a no-op on any value that no index matches.
+        const text = (c: string) => (unindexed ? (this.pg ? `(${c} || '')` : `+${c}`) : c);
+        const time = (c: string) => (unindexed ? (this.pg ? `(${c} + interval '0 seconds')` : `+${c}`) : c);
         const tail = `updated_at ${d}, id ${d}`;
         switch (sortBy) {
             case 'id':
-                return this.pg ? `${text('id')} collate "C" ${d}` : `id ${d}`;
+                return this.pg ? `${text('id')} collate "C" ${d}` : `${text('id')} ${d}`;
             case 'createdAt':
-                return `${this.pg ? time('created_at') : 'created_at'} ${d}, id ${d}`;
+                return `${time('created_at')} ${d}, id ${d}`;
             case 'status':
-                return `${this.pg ? text('status') : 'status'} ${d}, ${tail}`;
+                return `${text('status')} ${d}, ${tail}`;
             case 'requestId':
                 // SQLite sorts nulls first; PostgreSQL is told to do the same (and its index is built that way).
-                return this.pg ? `${text('request_id')} ${d} ${d === 'asc' ? 'nulls first' : 'nulls last'}, ${tail}` : `request_id ${d}, ${tail}`;
+                return this.pg ? `${text('request_id')} ${d} ${d === 'asc' ? 'nulls first' : 'nulls last'}, ${tail}` : `${text('request_id')} ${d}, ${tail}`;
             default:
-                return this.pg && unindexed ? `${time('updated_at')} ${d}, id ${d}` : tail;
+                return unindexed ? `${time('updated_at')} ${d}, id ${d}` : tail;
         }
     }
 
@@ -478,14 +488,16 @@ export class SessionSearch {
         const knex = this.knex;
         const from = (): Knex.QueryBuilder => (plan.drive && !this.pg ? this.indexedBy(RANGE_INDEX[plan.drive]) : knex('sessions'));
         const page = plan.window
-            ? this.windowPage(tenantId, types, query, plan)
-            : from()
+            ? this.unionPage(tenantId, query, this.windowParts(tenantId, types, query, plan))
+            : this.inParts(query, plan)
+                ? this.unionPage(tenantId, query, this.scanParts(tenantId, types, query, plan), [1])
+                : from()
                 .select(LIST_COLUMNS)
                 .modify((qb) => this.filter(qb, tenantId, types, query, plan, false))
                 .orderByRaw(this.order(query.sortBy ?? 'updatedAt', query.sortOrder ?? 'desc', Boolean(plan.drive)))
                 .limit(query.pageSize)
                 .offset((query.page - 1) * query.pageSize);
-        // A condition only the row can answer (credentialConfigurationId) makes the count read rows: SQLite, free to
+        // A condition only the row can answer (credentialConfigurationId) makes the count read rows. SQLite, free to
         // pick any index of the tenant for an unordered count, takes the narrowest, (tenant, id), whose order is
         // random in the table; the created-at index reads them in about the order they were written (and carries the
         // type and status conditions).
@@ -497,19 +509,21 @@ export class SessionSearch {
         return { page, count };
     }
 
+    /** Whether the page is taken out of parts (see unionPage). */
+    inParts(query: SessionListQuery, plan: ListPlan): boolean {
+        return Boolean(plan.window) || (plan.handles === 'scan' && Boolean(query.q?.trim()));
+    }
+
     /** `sessions` read through one index (SQLite only). */
     private indexedBy(index: string): Knex.QueryBuilder {
         return this.knex.from(this.knex.raw(`sessions indexed by ${index}`)) as unknown as Knex.QueryBuilder;
     }
 
     /**
-     * The page of a window plan (see ListPlan): the ids of the first page × pageSize sessions in order from the window
-     * of the updated-at index and from the late sessions, then the page of their union.
+     * The ids of a window plan (see ListPlan): the first page × pageSize sessions in the sort order from the window of
+     * the updated-at index, and from the late sessions' partial index.
      */
-    private windowPage(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan): Knex.QueryBuilder {
-        const knex = this.knex;
-        const dir = query.sortOrder ?? 'desc';
-        const wanted = query.page * query.pageSize;
+    private windowParts(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan): Knex.QueryBuilder[] {
         const at = (value: string | undefined) => (value === undefined ? undefined : Date.parse(ts(value)));
         const lowest = Math.max(at(query.createdFrom) ?? -Infinity, at(query.updatedFrom) ?? -Infinity);
         // One second beyond the day: julianday() compares in floating point, which may call a lag of a day and a
@@ -517,32 +531,92 @@ export class SessionSearch {
         const highest = Math.min((at(query.createdTo) ?? Infinity) + LATE_AFTER_MS + 1000, at(query.updatedTo) ?? Infinity);
         const bound = (value: number) => (Number.isFinite(value) ? new Date(value).toISOString() : undefined);
         const inWindow = { ...query, updatedFrom: bound(lowest), updatedTo: bound(highest) };
-        const ordered = (qb: Knex.QueryBuilder) => qb.orderByRaw(this.order('updatedAt', dir, false)).limit(wanted);
-        const window = (this.pg ? knex('sessions') : this.indexedBy('sessions_list_updated')).select('id')
-            .modify((qb) => this.filter(qb, tenantId, types, inWindow, { ...plan, rowOnly: ['created'] }, false))
-            .modify(ordered);
-        const late = (this.pg ? knex('sessions') : this.indexedBy('sessions_list_late')).select('id')
+        const window = (this.pg ? this.knex('sessions') : this.indexedBy('sessions_list_updated'))
+            .modify((qb) => this.filter(qb, tenantId, types, inWindow, { ...plan, rowOnly: ['created'] }, false));
+        const late = (this.pg ? this.knex('sessions') : this.indexedBy('sessions_list_late'))
             .whereRaw(this.pg ? LATE_UPDATE.postgres : LATE_UPDATE.sqlite)
-            .modify((qb) => this.filter(qb, tenantId, types, query, { ...plan, rowOnly: [] }, false))
-            .modify(ordered);
-        const ids = knex.select('id').from(window.as('window')).unionAll(knex.select('id').from(late.as('late')));
+            .modify((qb) => this.filter(qb, tenantId, types, query, { ...plan, rowOnly: [] }, false));
+        return [window, late];
+    }
+
+    /**
+     * The ids of a `q` that matches many sessions (a scan), as two parts: the sessions whose id starts with `q`, walked
+     * in the sort order and tested on the index entry (every list index holds the id), and the few that match an exact
+     * handle, looked up through their indexes. Testing every handle on the row read a table row per session walked.
+     */
+    private scanParts(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan): Knex.QueryBuilder[] {
+        const handles = searchHandles(query.q!.trim());
+        const rest = { ...query, q: undefined };
+        const byId = query.sortBy === 'id';
+        const prefixed = this.knex('sessions')
+            .modify((qb) => this.filter(qb, tenantId, types, rest, plan, false))
+            .where((any) => {
+                for (const prefix of handles.idPrefixes) {
+                    any.orWhere((w) => this.prefix(w, byId ? 'id' : "(id || '')", prefix));
+                }
+            });
+        const exact = this.knex('sessions')
+            .modify((qb) => this.filter(qb, tenantId, types, rest, { handles: 'lookup-q', rowOnly: ['created', 'updated'] }, false))
+            .whereIn('id', this.handleIds(tenantId, { ...handles, idPrefixes: [] }));
+        return [prefixed, exact];
+    }
+
+    /**
+     * A page out of parts that each select matching sessions: the first page × pageSize of each in the sort order
+     * (ids and sort keys, from index entries where the part's index holds them), the page of their union (a sort of
+     * at most that many keys per part; UNION drops a session two parts found), then those pageSize rows.
+     */
+    private unionPage(tenantId: string, query: SessionListQuery, parts: Knex.QueryBuilder[], unorderedParts: number[] = []): Knex.QueryBuilder {
+        const knex = this.knex;
+        const sortKey = query.sortBy ?? 'updatedAt';
+        const dir = query.sortOrder ?? 'desc';
+        const keys = SORT_COLUMNS[sortKey];
+        const selected = parts
+            .map((part, i) => part.select(keys).orderByRaw(this.order(sortKey, dir, unorderedParts.includes(i))).limit(query.page * query.pageSize))
+            .map((part, i) => knex.select(keys).from(part.as(`part${i}`)));
+        const page = knex.select('id')
+            .from(selected.slice(1).reduce((union, part) => union.union(part), selected[0]!).as('parts'))
+            .orderByRaw(this.order(sortKey, dir, true))
+            .limit(query.pageSize)
+            .offset((query.page - 1) * query.pageSize);
         return knex('sessions')
             .select(LIST_COLUMNS)
             .whereRaw("(tenant_id || '') = ?", [tenantId])
-            .whereIn('id', ids)
-            .orderByRaw(this.order('updatedAt', dir, true))
-            .limit(query.pageSize)
-            .offset((query.page - 1) * query.pageSize);
+            .whereIn('id', page)
+            .orderByRaw(this.order(sortKey, dir, true));
     }
 
+    /**
+     * One page of the tenant's sessions with the total. On PostgreSQL its statements run in one transaction with
+     * settings of their own (`set local`): no parallel workers and no JIT compilation, whose start costs more than
+     * the index-bounded statements of the list (the capped count of credentialConfigurationId=mdl at 1,000,000
+     * sessions: 55 ms with two workers, 15 ms without), and, for the plans that take a page out of parts (window,
+     * scan), no sequential scans: the planner prices an id prefix tested on the index entry at a default 0.5 % and,
+     * for page 100 of q=<1 character>, read the whole table in parallel to sort it (about 300 ms) where the walk of
+     * the sort-order index reads 40,000 entries. test/plugins/sessions-plans.ts asserts the plans without sequential
+     * scans likewise.
+     */
     async list(tenantId: string, types: SessionType[], query: SessionListQuery): Promise<SessionListResult> {
         if (!visible(types, query).length) {
             return { items: [], total: 0, totalCapped: false };
         }
+        if (!this.pg) {
+            return this.listPage(tenantId, types, query);
+        }
+        return this.db.transaction(async (trx) => {
+            await trx.raw("select set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)");
+            return this.listPage(tenantId, types, query);
+        });
+    }
+
+    private async listPage(tenantId: string, types: SessionType[], query: SessionListQuery): Promise<SessionListResult> {
         const offset = (query.page - 1) * query.pageSize;
         const cap = Math.max(this.limits.countCap, offset + query.pageSize);
         const plan = await this.plan(tenantId, types, query);
         const statements = this.builders(tenantId, types, query, plan, cap + 1);
+        if (this.pg && this.inParts(query, plan)) {
+            await this.knex.raw("select set_config('enable_seqscan', 'off', true)");
+        }
         const rows = await statements.page as Array<Record<string, unknown>>;
         const items = rows.map((row) => ({
             id: row.id as string,

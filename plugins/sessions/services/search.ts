@@ -23,6 +23,9 @@ import { sha256Hex, type Session } from './session-service';
 
 export const COUNT_CAP = 10_000;
 
+/** The settings of the list's PostgreSQL statements, for their transaction only (see SessionSearch.list). */
+export const PG_LIST_SETTINGS = "select set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)";
+
 export const SORT_KEYS = ['id', 'status', 'createdAt', 'updatedAt', 'requestId'] as const;
 export type SortKey = (typeof SORT_KEYS)[number];
 
@@ -604,7 +607,7 @@ export class SessionSearch {
             return this.listPage(tenantId, types, query);
         }
         return this.db.transaction(async (trx) => {
-            await trx.raw("select set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)");
+            await trx.raw(PG_LIST_SETTINGS);
             return this.listPage(tenantId, types, query);
         });
     }

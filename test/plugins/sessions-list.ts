@@ -510,7 +510,8 @@ for (const dialect of DIALECTS) {
             // One session every 10 minutes for 3 days; most updated within the hour, every 13th one to three days later
             // (late), and lags at the edge of a day: exactly a day (not late), a day and a millisecond, and a second.
             const lagOf = (i: number): number => {
-                const edges: Record<number, number> = { 100: DAY, 101: DAY + 1, 102: DAY + 1000, 103: DAY - 1 };
+                // 200: updated by a replica whose clock lags, five seconds "before" its creation.
+                const edges: Record<number, number> = { 100: DAY, 101: DAY + 1, 102: DAY + 1000, 103: DAY - 1, 200: -5000 };
                 return edges[i] ?? (i % 13 === 0 ? DAY + ((i * 7919) % (2 * DAY)) : (i * 37_000) % 3_600_000);
             };
             const rows: Row[] = Array.from({ length: 432 }, (_, i) => ({
@@ -548,6 +549,8 @@ for (const dialect of DIALECTS) {
                 { createdFrom: at(base + DAY / 2), createdTo: at(base + DAY + DAY / 3), sortOrder: 'asc' },
                 { createdFrom: at(base + 2 * DAY) },
                 { createdFrom: at(base + 100 * 600_000), createdTo: at(base + 103 * 600_000) },
+                { createdFrom: at(base + 200 * 600_000), sortOrder: 'asc' },
+                { createdFrom: at(base + 200 * 600_000), createdTo: at(base + 200 * 600_000) },
                 { createdTo: at(base + DAY), status: ['failed'], type: 'presentation' },
                 { createdFrom: at(base + DAY / 4), createdTo: at(base + 2 * DAY), updatedFrom: at(base + DAY), updatedTo: at(base + 3 * DAY) },
                 { createdFrom: at(base + DAY / 4), createdTo: at(base + DAY), updatedFrom: at(base + 3 * DAY), sortOrder: 'asc' }

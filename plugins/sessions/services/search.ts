@@ -624,7 +624,7 @@ export class SessionSearch {
         const plan = await this.plan(tenantId, types, query);
         const statements = this.builders(tenantId, types, query, plan, cap + 1);
         if (this.pg && this.inParts(query, plan)) {
-            await this.knex.raw("select set_config('enable_seqscan', 'off', true)");
+            await this.knex.raw("select set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true)");
         }
         const rows = await statements.page as Array<Record<string, unknown>>;
         const items = rows.map((row) => ({

@@ -201,8 +201,8 @@ const alternately = async (empty: Database, seeded: Database, dialect: DialectNa
         atFull.push(await writeCost(seeded, dialect, WRITE_FLOWS / WRITE_ROUNDS));
     }
     const median = (costs: Array<{ cpuMs: number; wal: number }>) => ({
-        cpuMs: costs.map((c) => c.cpuMs).sort((x, y) => x - y)[Math.floor(costs.length / 2)]!,
-        wal: costs.map((c) => c.wal).sort((x, y) => x - y)[Math.floor(costs.length / 2)]!
+        cpuMs: percentile(costs.map((c) => c.cpuMs).sort((x, y) => x - y), 50),
+        wal: percentile(costs.map((c) => c.wal).sort((x, y) => x - y), 50)
     });
     return [median(atZero), median(atFull)];
 };

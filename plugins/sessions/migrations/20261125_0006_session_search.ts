@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { dialectOf } from '../../../lib/db/knex';
 
 /**
  * Indexes of the session list and search (GET /api/session), for tenants with a million sessions and more.
@@ -49,10 +50,8 @@ const indexes = (pg: boolean): Array<{ name: string; sql: string }> => [
     { name: 'sessions_list_failure', sql: '(tenant_id, failure_code, updated_at, id, type, status) where failure_code is not null' }
 ];
 
-const isPg = (knex: Knex): boolean => knex.client.config.client === 'pg';
-
 export const up = async (knex: Knex): Promise<void> => {
-    const pg = isPg(knex);
+    const pg = dialectOf(knex) === 'postgres';
     for (const index of indexes(pg)) {
         await knex.raw(`create index ${index.name} on sessions ${index.sql}`);
     }
@@ -66,7 +65,7 @@ export const up = async (knex: Knex): Promise<void> => {
 };
 
 export const down = async (knex: Knex): Promise<void> => {
-    const pg = isPg(knex);
+    const pg = dialectOf(knex) === 'postgres';
     for (const index of replaced) {
         await knex.raw(`create index if not exists ${index.name} on sessions (${index.columns.join(', ')})`);
     }

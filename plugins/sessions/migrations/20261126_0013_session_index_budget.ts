@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { dialectOf } from '../../../lib/db/knex';
 
 /**
  * The index budget of `sessions` (issues #19 and #21): every index is paid for by every write of the flows, so each
@@ -33,10 +34,8 @@ import type { Knex } from 'knex';
 
 const HANDLES = ['wallet_nonce', 'offer_id', 'code_hash', 'access_token_hash'];
 
-const isPg = (knex: Knex): boolean => knex.client.config.client === 'pg';
-
 export const up = async (knex: Knex): Promise<void> => {
-    const pg = isPg(knex);
+    const pg = dialectOf(knex) === 'postgres';
     for (const column of HANDLES) {
         const name = `sessions_${column}_unique`;
         await knex.raw(pg ? `alter table sessions drop constraint if exists ${name}` : `drop index if exists ${name}`);
@@ -58,7 +57,7 @@ export const up = async (knex: Knex): Promise<void> => {
 };
 
 export const down = async (knex: Knex): Promise<void> => {
-    const pg = isPg(knex);
+    const pg = dialectOf(knex) === 'postgres';
     await knex.raw('create index if not exists sessions_list_type_updated on sessions (tenant_id, type, updated_at, id)');
     await knex.raw('create index if not exists sessions_list_status_type_updated on sessions (tenant_id, status, type, updated_at, id)');
     await knex.raw('drop index if exists sessions_list_status_updated');

@@ -1,7 +1,9 @@
 import type { Knex } from 'knex';
+import { dialectOf } from '../../../lib/db/knex';
 
 /**
- * The sessions updated more than a day after their creation ("late" updates), indexed apart (issue #21).
+ * The sessions updated more than a day after their creation ("late" updates), indexed apart, and columns carried in
+ * the updated-at and created-at list indexes (issue #21).
  *
  * A list in the default order (updated_at) limited to a wide created range cannot walk sessions_list_updated and stop
  * early unless it knows where the range's sessions lie in that order. Almost every session is updated within minutes
@@ -26,10 +28,8 @@ export const LATE_UPDATE = {
 /** How long after its creation a session's update is late: what LATE_UPDATE says, in milliseconds. */
 export const LATE_AFTER_MS = 86_400_000;
 
-const isPg = (knex: Knex): boolean => knex.client.config.client === 'pg';
-
 export const up = async (knex: Knex): Promise<void> => {
-    const pg = isPg(knex);
+    const pg = dialectOf(knex) === 'postgres';
     await knex.raw(`create index sessions_list_late on sessions (tenant_id, updated_at, id, created_at, type, status) where ${pg ? LATE_UPDATE.postgres : LATE_UPDATE.sqlite}`);
     // Carried, so that reading these indexes never reads the table (sessions outside SQLite's page cache at a million):
     // created_at in the updated-at index (the created range tested on the window's walk; an updated range sorted by

@@ -199,10 +199,11 @@ const iso = (value: unknown): string | null => (value instanceof Date ? value.to
  * more, tested on the rows while the sort-order index is walked (SQLite only; PostgreSQL estimates those well).
  *
  * window: a wide created range in the default order (updated_at). A session created in [from, to] and not updated
- * late (see migrations/20261128_0016_session_late_updates.ts) was last updated in [from, to + 1 day]: that window of
- * the updated-at index is walked in order with the created range tested on the row, the late sessions of the range
+ * late (see migrations/20261128_0016_session_late_updates.ts) was last updated in [from, to + 1 day] (from an hour
+ * earlier: see CLOCK_SKEW_MS): that window of the updated-at index is walked in order with the created range tested on
+ * the index entry (created_at is carried there), the late sessions of the range
  * are walked in the same order in their own partial index, and the page is taken from the union of the first
- * page × pageSize of each (a sort of at most twice that many rows). Exact, and it stops early wherever the range lies.
+ * page × pageSize of each (see unionPage). Exact, and it stops early wherever the range lies.
  */
 export interface ListPlan {
     handles?: 'lookup-q' | 'lookup-id' | 'scan';
@@ -495,11 +496,9 @@ export class SessionSearch {
     builders(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan, countLimit = this.limits.countCap + 1): { page: Knex.QueryBuilder; count: Knex.QueryBuilder } {
         const knex = this.knex;
         const from = (): Knex.QueryBuilder => (plan.drive && !this.pg ? this.indexedBy(RANGE_INDEX[plan.drive]) : knex('sessions'));
-        const page = plan.window
-            ? this.unionPage(tenantId, query, this.windowParts(tenantId, types, query, plan))
-            : this.inParts(query, plan)
-                ? this.unionPage(tenantId, query, this.scanParts(tenantId, types, query, plan), [1])
-                : from()
+        const page = this.inParts(query, plan)
+            ? this.partsPage(tenantId, types, query, plan)
+            : from()
                 .select(LIST_COLUMNS)
                 .modify((qb) => this.filter(qb, tenantId, types, query, plan, false))
                 .orderByRaw(this.order(query.sortBy ?? 'updatedAt', query.sortOrder ?? 'desc', Boolean(plan.drive)))
@@ -515,6 +514,13 @@ export class SessionSearch {
             .count({ n: '*' })
             .from(countFrom.select(knex.raw('1')).modify((qb) => this.filter(qb, tenantId, types, query, plan, true)).limit(countLimit).as('matching'));
         return { page, count };
+    }
+
+    /** The page of a window or of a scan of `q`, out of its parts (the exact handles of a scan come unordered). */
+    private partsPage(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan): Knex.QueryBuilder {
+        return plan.window
+            ? this.unionPage(tenantId, query, this.windowParts(tenantId, types, query, plan))
+            : this.unionPage(tenantId, query, this.scanParts(tenantId, types, query, plan), [1]);
     }
 
     /** Whether the page is taken out of parts (see unionPage). */

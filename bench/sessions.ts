@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import Pino from 'pino';
 import { createServer } from '../lib/compose';
 import { loadConfig } from '../manifests/environment';
-import { PG_LIST_SETTINGS, SessionSearch, SORT_KEYS, type SessionListQuery } from '../plugins/sessions/services/search';
+import { PG_LIST_SETTINGS, pgPageSettings, SessionSearch, SORT_KEYS, type SessionListQuery } from '../plugins/sessions/services/search';
 import { SessionService, sha256Hex } from '../plugins/sessions/services/session-service';
 import { SingleUseStore } from '../lib/db/single-use';
 import type { Database } from '../lib/db/database';
@@ -18,6 +18,8 @@ import * as lateUpdates from '../plugins/sessions/migrations/20261128_0016_sessi
 import { percentile, printTable } from './table';
 
 const SESSIONS = Number(process.env.HALLMARK_BENCH_SESSIONS ?? 1_000_000);
+/** HALLMARK_BENCH_DIALECTS=postgres (or sqlite) runs one database only; both by default. */
+const BENCH_DIALECTS = (process.env.HALLMARK_BENCH_DIALECTS ?? 'sqlite,postgres').split(',').filter((d): d is DialectName => d === 'sqlite' || d === 'postgres');
 const REQUESTS = 200;
 const WARMUP = 10;
 export const TENANT = 'bench';
@@ -330,11 +332,13 @@ const measureShapes = async (server: Hapi.Server, dialect: DialectName, where: S
     const search = new SessionSearch(server.db);
     for (const target of targets.filter((t) => t.query)) {
         const query = { page: 1, pageSize: 25, ...target.query!() } as SessionListQuery;
-        const built = search.builders(tenant, ['issuance', 'presentation'], query, await search.plan(tenant, ['issuance', 'presentation'], query));
+        const plan = await search.plan(tenant, ['issuance', 'presentation'], query);
+        const built = search.builders(tenant, ['issuance', 'presentation'], query, plan);
         const explained = (statement: Knex.QueryBuilder) => (dialect === 'sqlite'
             ? explain(knex, dialect, statement)
             : knex.transaction(async (trx) => {
                 await trx.raw(PG_LIST_SETTINGS);
+                await trx.raw(pgPageSettings(search.inParts(query, plan)));
                 return explain(trx, dialect, statement);
             }));
         plans.push(`\n${dialect}: ${target.name}: page`, ...(await explained(built.page)).map((l) => `  ${l}`));
@@ -347,13 +351,13 @@ const measureShapes = async (server: Hapi.Server, dialect: DialectName, where: S
  * through a server built in-process (production settings: no response validation) and `server.inject`: p50/p95 of
  * 200 requests per query, after 10 warm-up requests. Prints the query plans (EXPLAIN QUERY PLAN / EXPLAIN ANALYZE)
  * of the target queries and of the time-range and short-prefix cases.
- * HALLMARK_BENCH_SESSIONS=<n> changes the size.
+ * HALLMARK_BENCH_SESSIONS=<n> changes the size; HALLMARK_BENCH_DIALECTS=postgres runs one database only.
  */
 export const benchSessions = async (): Promise<void> => {
     const rows: Array<Record<string, string | number>> = [];
     const writes: Array<Record<string, string | number>> = [];
     const sizes: Array<Record<string, string | number>> = [];
-    for (const dialect of ['sqlite', 'postgres'] as DialectName[]) {
+    for (const dialect of BENCH_DIALECTS) {
         const plans: string[] = [];
         const database = await createTestDatabase(dialect);
         const config = loadConfig(testEnv(database, { NODE_ENV: 'production' }));

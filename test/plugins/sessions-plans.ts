@@ -1,7 +1,8 @@
 import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
+import type { Knex } from 'knex';
 import { explain, seedSessions, TENANT } from '../../bench/sessions';
-import { PG_LIST_SETTINGS, SORT_KEYS, SessionSearch, type SessionListQuery } from '../../plugins/sessions/services/search';
+import { PG_LIST_SETTINGS, PG_PROBE_SETTINGS, SORT_KEYS, SessionSearch, type SessionListQuery } from '../../plugins/sessions/services/search';
 import type { SessionType } from '../../plugins/sessions/models/session';
 import { createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
@@ -71,29 +72,46 @@ for (const dialect of DIALECTS) {
         });
 
         const plans = async (query: SessionListQuery, types: SessionType[]) => {
-            const plan = await search.plan(TENANT, types, query);
-            const built = search.builders(TENANT, types, query, plan);
             if (dialect === 'sqlite') {
-                return { plan, page: await explain(t.server.db.knex, dialect, built.page), count: await explain(t.server.db.knex, dialect, built.count) };
+                const plan = await search.plan(TENANT, types, query);
+                const built = search.builders(TENANT, types, query, plan);
+                return { plan, probes: [], page: await explain(t.server.db.knex, dialect, built.page), count: await explain(t.server.db.knex, dialect, built.count) };
             }
             // PostgreSQL plans by cost: over 20,000 rows reading the table beats any index, over a million it does
-            // not. With sequential scans and sorts priced out, what remains of them is what no index can serve.
-            return t.server.db.knex.transaction(async (trx) => {
-                // As SessionSearch.list() runs them (no parallel workers, no JIT), with sorts priced out as well.
+            // not. The probes of plan() as SessionSearch.list() runs them (PG_LIST_SETTINGS, PG_PROBE_SETTINGS); the
+            // page and the count with sequential scans and sorts priced out, so that what remains of them is what no
+            // index can serve.
+            return t.server.db.transaction(async (trx) => {
                 await trx.raw(PG_LIST_SETTINGS);
+                await trx.raw(PG_PROBE_SETTINGS);
+                const statements: Array<{ sql: string; bindings: Knex.RawBinding[] }> = [];
+                const record = (q: { sql: string; bindings?: Knex.RawBinding[] }) => statements.push({ sql: q.sql, bindings: q.bindings ?? [] });
+                t.server.db.knex.on('query', record);
+                const plan = await search.plan(TENANT, types, query).finally(() => t.server.db.knex.off('query', record));
+                const probes: string[][] = [];
+                for (const { sql, bindings } of statements) {
+                    const explained = await trx.raw(`explain (costs off) ${sql.replace(/\$\d+/g, '?')}`, bindings);
+                    probes.push([sql, ...(explained.rows as Array<Record<string, unknown>>).map((row) => String(Object.values(row)[0]))]);
+                }
                 await trx.raw('set local enable_seqscan = off');
                 await trx.raw('set local enable_sort = off');
-                return { plan, page: await explain(trx, dialect, built.page), count: await explain(trx, dialect, built.count) };
+                const built = search.builders(TENANT, types, query, plan);
+                return { plan, probes, page: await explain(trx, dialect, built.page), count: await explain(trx, dialect, built.count) };
             });
         };
 
         for (const shape of SHAPES) {
             it(`${shape.name}: reads an index, sorts only a bounded set`, async () => {
                 const query = { page: 1, pageSize: 25, ...shape.query } as SessionListQuery;
-                const { plan, page, count } = await plans(query, shape.types ?? BOTH);
+                const { plan, probes, page, count } = await plans(query, shape.types ?? BOTH);
                 const bounded = Boolean(plan.drive) || plan.handles === 'lookup-q' || plan.handles === 'lookup-id';
-                const text = `${JSON.stringify(plan)}\npage:\n${page.join('\n')}\ncount:\n${count.join('\n')}`;
-                for (const lines of [page, count]) {
+                const text = `${JSON.stringify(plan)}\npage:\n${page.join('\n')}\ncount:\n${count.join('\n')}${probes.map((p) => `\nprobe:\n${p.join('\n')}`).join('')}`;
+                if (dialect === 'postgres' && (query.q || query.id || query.createdFrom || query.createdTo || query.updatedFrom || query.updatedTo)) {
+                    // The probes that choose the plan: a range probe read up to 670,000 rows of a sequential scan at
+                    // a million sessions before PG_PROBE_SETTINGS priced them out.
+                    expect(probes.length, text).to.be.above(0);
+                }
+                for (const lines of [page, count, ...probes]) {
                     if (dialect === 'sqlite') {
                         // "SCAN sessions" alone is a full table scan; with "USING (COVERING) INDEX" it walks an index.
                         expect(lines.some((l) => /^SCAN sessions$/.test(l.trim())), text).to.be.false();

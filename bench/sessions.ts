@@ -355,7 +355,7 @@ const measureShapes = async (server: Hapi.Server, dialect: DialectName, where: S
             ? explain(knex, dialect, statement)
             : knex.transaction(async (trx) => {
                 await trx.raw(PG_LIST_SETTINGS);
-                await trx.raw(pgPageSettings(search.inParts(query, plan)));
+                await trx.raw(pgPageSettings(search.walks(query, plan)));
                 return explain(trx, dialect, statement);
             }));
         plans.push(`\n${dialect}: ${target.name}: page`, ...(await explained(built.page)).map((l) => `  ${l}`));

@@ -3,6 +3,7 @@ import * as Lab from '@hapi/lab';
 import { COUNT_CAP, prefixUpperBound, searchHandles, SessionSearch, type SessionListQuery } from '../../plugins/sessions/services/search';
 import { sha256Hex } from '../../plugins/sessions/services/session-service';
 import { parseInstant } from '../../plugins/sessions/routes/list';
+import type { SessionStatus } from '../../plugins/sessions/models/session';
 import { bearer, clientWithToken, createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
 import { manifestFor, startTestServer, type TestServer } from '../helpers/server';
@@ -587,6 +588,26 @@ for (const dialect of DIALECTS) {
                         expect(got.items.map((i) => i.id), `${JSON.stringify(q)} page ${page}`).to.equal(want);
                     }
                     expect((await scanning.list('late', both, { page: 2, pageSize: 7, ...q } as SessionListQuery)).total).to.equal(105);
+                }
+            }
+
+            // An id prefix that matches many sessions: pages and the count, exact or capped, whichever end of the
+            // updated-at order the count walks from (PostgreSQL picks the end nearer the prefix).
+            const cappedScan = new SessionSearch(t.server.db, { lookupLimit: 1, countCap: 10 });
+            for (const sortOrder of ['asc', 'desc'] as const) {
+                for (const status of [undefined, ['failed'] as SessionStatus[]]) {
+                    const q = { id: 'late-01', sortOrder, ...(status ? { status } : {}) };
+                    expect((await scanning.plan('late', both, { page: 1, pageSize: 7, ...q } as SessionListQuery)).handles).to.equal('scan');
+                    const matching = rows.filter((r) => r.id.startsWith('late-01') && (!status || status.includes(r.status as SessionStatus)))
+                        .sort((a, b) => (sortOrder === 'asc' ? 1 : -1) * (a.updatedAt.localeCompare(b.updatedAt) || a.id.localeCompare(b.id)));
+                    for (const page of [1, 3]) {
+                        const got = await scanning.list('late', both, { page, pageSize: 7, ...q } as SessionListQuery);
+                        expect(got.items.map((i) => i.id), `${JSON.stringify(q)} page ${page}`).to.equal(matching.slice((page - 1) * 7, page * 7).map((r) => r.id));
+                        expect(got.total, JSON.stringify(q)).to.equal(matching.length);
+                    }
+                    const capped = await cappedScan.list('late', both, { page: 1, pageSize: 7, ...q } as SessionListQuery);
+                    expect(capped.totalCapped, JSON.stringify(q)).to.equal(matching.length > 10);
+                    expect(capped.total, JSON.stringify(q)).to.equal(Math.min(matching.length, 10));
                 }
             }
 

@@ -41,6 +41,9 @@ const SHAPES: Array<{ name: string; query: Partial<SessionListQuery>; types?: Se
     { name: 'q=<1-character id prefix>', query: { q: '0' } },
     { name: 'q=<8-character id prefix>', query: { q: '01a19500' } },
     { name: 'id=<prefix>&status=completed', query: { id: '01a198', status: ['completed'] } },
+    { name: 'id=<prefix>&status=completed asc', query: { id: '01a198', status: ['completed'], sortOrder: 'asc' } },
+    { name: 'id=<prefix>', query: { id: '01a198' } },
+    { name: 'id=<prefix>&sortBy=status', query: { id: '01a198', sortBy: 'status' } },
     { name: 'createdFrom/createdTo (narrow)', query: { createdFrom: '2026-11-01T01:00:00.000Z', createdTo: '2026-11-01T01:30:00.000Z' } },
     { name: 'createdTo (the first day: wide)', query: { createdTo: DAY2 } },
     { name: 'createdFrom (the last hours: wide, recent)', query: { createdFrom: '2026-11-02T06:00:00.000Z' } },
@@ -144,6 +147,23 @@ for (const dialect of DIALECTS) {
                 }
                 else if (sortLines.length) {
                     expect(bounded, `a sort in an unbounded plan\n${text}`).to.be.true();
+                }
+            });
+        }
+
+        if (dialect === 'postgres') {
+            it('counts an id prefix that matches many sessions from the end of the updated-at order nearer it, without a sort', async () => {
+                const knex = t.server.db.knex;
+                const end = async (dir: 'asc' | 'desc') => ((await knex('sessions').select('id').where('tenantId', TENANT).orderByRaw(`id collate "C" ${dir}`).first()) as { id: string }).id;
+                // Six characters of a time-ordered id are 4.6 hours of sessions: more than a lookup takes (LIMITS).
+                for (const [id, nearer] of [[await end('asc'), 'asc'], [await end('desc'), 'desc']] as const) {
+                    const query = { page: 1, pageSize: 25, id: id.slice(0, 6), status: ['completed'] } as SessionListQuery;
+                    const { plan, count } = await plans(query, BOTH);
+                    expect(plan.handles).to.equal('scan');
+                    expect(plan.countOrder, id).to.equal(nearer);
+                    const text = count.join('\n');
+                    expect(count.some((l) => /Index Only Scan (Backward )?using sessions_list_(status_)?updated\b/.test(l)), text).to.be.true();
+                    expect(count.some((l) => /Sort/.test(l)), text).to.be.false();
                 }
             });
         }

@@ -333,6 +333,7 @@ const measureShapes = async (server: Hapi.Server, dialect: DialectName, where: S
         { name: 'createdFrom (the last 30 days)', url: () => `/api/session?${range(day(60))}` },
         { name: 'updatedFrom/updatedTo (one day)&sortBy=createdAt', url: () => `/api/session?updatedFrom=${day(30)}&updatedTo=${day(31)}&sortBy=createdAt` },
         { name: 'id=<4-character prefix>&status=completed', url: () => `/api/session?id=${pick(ids).slice(0, 4)}&status=completed` },
+        { name: 'id=<4-character prefix>', url: () => `/api/session?id=${pick(ids).slice(0, 4)}` },
         { name: 'q=<1-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 1)}`, query: () => ({ q: ids[0]!.slice(0, 1) }) },
         { name: 'status=active&type=issuance, page 100', url: () => '/api/session?status=active&type=issuance&page=100' },
         { name: '(presentation:request client) status=failed', url: () => '/api/session?status=failed', as: verifier },

@@ -161,8 +161,8 @@ const databaseBackends = async (knex: Knex, dialect: DialectName): Promise<numbe
 };
 
 /**
- * CPU (this process, where SQLite's statements run, and on PostgreSQL the database's server processes too) and WAL per flow, over `flows` flows one at a time. The CPU
- * is measured with SQLite checkpointing as it does by itself (on the connection, so its cost is in the process's CPU;
+ * CPU (this process, where SQLite's statements run, and on PostgreSQL the database's server processes too) and WAL
+ * per flow, over `flows` flows one at a time. The CPU is measured with SQLite checkpointing as it does by itself (on the connection, so its cost is in the process's CPU;
  * the service's checkpointer thread is stopped); the WAL is counted in a round of half as many flows without
  * checkpoints (SQLite frames, PostgreSQL bytes). Counting the WAL with checkpoints off while timing let the WAL grow to
  * tens of thousands of frames, and every page that missed the page cache searched a wal-index that long: at a million
@@ -208,9 +208,9 @@ const WRITE_ROUNDS = 9;
 const ROUND_FLOWS = WRITE_FLOWS / 5;
 
 /**
- * The write cost on an empty database and on the seeded one, in WRITE_ROUNDS rounds of ROUND_FLOWS flows that alternate
- * between them, medians (five rounds left PostgreSQL's figure 14 % apart between the two in one run, 0 % in the next): what the machine does meanwhile (other processes, the OS writing back the seeding) falls on
- * both alike.
+ * The write cost on an empty database and on the seeded one, in WRITE_ROUNDS rounds of ROUND_FLOWS flows that
+ * alternate between them, medians (five rounds left PostgreSQL's figure 14 % apart between the two in one run, 0 % in
+ * the next): what the machine does meanwhile (other processes, the OS writing back the seeding) falls on both alike.
  */
 const alternately = async (empty: Database, seeded: Database, dialect: DialectName): Promise<[{ cpuMs: number; wal: number }, { cpuMs: number; wal: number }]> => {
     const atZero: Array<{ cpuMs: number; wal: number }> = [];
@@ -356,7 +356,7 @@ const measureShapes = async (server: Hapi.Server, dialect: DialectName, where: S
             ? explain(knex, dialect, statement)
             : knex.transaction(async (trx) => {
                 await trx.raw(PG_LIST_SETTINGS);
-                await trx.raw(pgPageSettings(search.walks(query, plan)));
+                await trx.raw(pgPageSettings(search.pgPageAllows(query, plan)));
                 return explain(trx, dialect, statement);
             }));
         plans.push(`\n${dialect}: ${target.name}: page`, ...(await explained(built.page)).map((l) => `  ${l}`));

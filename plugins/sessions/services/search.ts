@@ -23,19 +23,20 @@ import { sha256Hex, type Session } from './session-service';
 
 export const COUNT_CAP = 10_000;
 
-/** The settings of the list's PostgreSQL statements, for their transaction only (see SessionSearch.list). */
-export const PG_LIST_SETTINGS = "select set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)";
-/** While plan() probes: every probe is an index range under a limit (see SessionSearch.list). */
-export const PG_PROBE_SETTINGS = "select set_config('enable_seqscan', 'off', true)";
+/**
+ * The settings of the list's PostgreSQL statements, for their transaction only (see SessionSearch.list): no parallel
+ * workers, no JIT, and no sequential scans while plan() probes (every probe is an index range under a limit);
+ * pgPageSettings then says what the page and the count may use.
+ */
+export const PG_LIST_SETTINGS = "select set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)";
 /**
  * After plan(), for the page and the count: sequential scans priced out where the conditions follow the order the
  * table was written in (a created range; an id prefix, ids being time-ordered), where a scan under a limit reads
  * however much of the table lies before the first match; sorts priced out too where the statements walk an index in
- * order (pages out of parts, the count of an id prefix scan). Other pages are left to the planner.
+ * order (pages out of parts, the count of an id prefix scan). Elsewhere both are left to the planner.
  */
-export const pgPageSettings = (walks: { indexOnly: boolean; ordered: boolean }): string => (walks.ordered
-    ? "select set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true)"
-    : `select set_config('enable_seqscan', '${walks.indexOnly ? 'off' : 'on'}', true)`);
+export const pgPageSettings = (allows: { seqScan: boolean; sort: boolean }): string =>
+    `select set_config('enable_seqscan', '${allows.seqScan ? 'on' : 'off'}', true), set_config('enable_sort', '${allows.sort ? 'on' : 'off'}', true)`;
 
 export const SORT_KEYS = ['id', 'status', 'createdAt', 'updatedAt', 'requestId'] as const;
 export type SortKey = (typeof SORT_KEYS)[number];
@@ -346,10 +347,10 @@ export class SessionSearch {
      * either end does as well.
      */
     private async idPrefixEnd(tenantId: string, prefix: string): Promise<'asc' | 'desc'> {
-        const end = async (dir: 'asc' | 'desc') => ((await this.knex('sessions').select('id').where('tenantId', tenantId)
-            .orderByRaw(`id collate "C" ${dir}`).first()) as { id: string } | undefined)?.id ?? '';
-        const first = await end('asc');
-        const last = await end('desc');
+        const end = (dir: 'asc' | 'desc') => this.knex('sessions').select('id').where('tenantId', tenantId).orderByRaw(`id collate "C" ${dir}`).limit(1);
+        const [ends] = await this.knex.select(end('asc').as('first'), end('desc').as('last')) as Array<{ first: string | null; last: string | null }>;
+        const first = ends?.first ?? '';
+        const last = ends?.last ?? '';
         // An id as a point: its first 12 hex digits (the time field of a version 7 UUID); other characters count 0.
         const at = (id: string, fill: string) => parseInt(id.replace(/-/g, '').slice(0, 12).padEnd(12, fill).replace(/[^0-9a-f]/gi, '0'), 16);
         return at(prefix, '0') - at(first, '0') <= at(last, '0') - at(prefix, 'f') ? 'asc' : 'desc';
@@ -563,13 +564,13 @@ export class SessionSearch {
             : this.unionPage(tenantId, query, this.scanParts(tenantId, types, query, plan), [1]);
     }
 
-    /** Whether the page is taken out of parts (see unionPage). */
-    /** What pgPageSettings needs to know of a query's statements. */
-    walks(query: SessionListQuery, plan: ListPlan): { indexOnly: boolean; ordered: boolean } {
+    /** What the page and the count of a plan may use on PostgreSQL (see pgPageSettings). */
+    pgPageAllows(query: SessionListQuery, plan: ListPlan): { seqScan: boolean; sort: boolean } {
         const ordered = this.inParts(query, plan) || Boolean(plan.countOrder);
-        return { ordered, indexOnly: ordered || Boolean(query.id || query.createdFrom || query.createdTo) };
+        return { sort: !ordered, seqScan: !ordered && !(query.id || query.createdFrom || query.createdTo) };
     }
 
+    /** Whether the page is taken out of parts (see unionPage). */
     inParts(query: SessionListQuery, plan: ListPlan): boolean {
         return Boolean(plan.window) || (plan.handles === 'scan' && Boolean(query.q?.trim()));
     }
@@ -655,13 +656,14 @@ export class SessionSearch {
      * an index range to read, but the planner, which assumes matching rows spread evenly over the table, chose a
      * sequential scan under the probe's limit for a wide created range, and sessions lie in the table in creation
      * order, so the scan skipped up to 670,000 rows before its first match, as many as where a synchronized scan
-     * began made it (8 to 180 ms for the same request at 1,000,000 sessions). The pages out of parts (window, scan)
-     * run without sequential scans and sorts: the planner prices an id prefix tested on the index entry at a default
-     * 0.5 % and, for page 100 of q=<1 character>, sorted the whole table (about 300 ms) where the walk of the
-     * sort-order index reads 40,000 entries. Other pages are left to the planner: the capped count of
-     * credentialConfigurationId=mdl, a condition of the row's JSON, reads 60,000 rows of the table in 17 ms where
-     * the created-at index entries take 35–50 ms and the bitmap it picks otherwise 450 ms. test/plugins/sessions-plans.ts
-     * asserts the plans under the same settings.
+     * began made it (8 to 180 ms for the same request at 1,000,000 sessions). The page and the count then run as
+     * pgPageAllows says: without sequential scans under a created range or an id prefix (the same reason); without
+     * sorts either where they walk an index in order (pages out of parts: the planner prices an id prefix tested on
+     * the index entry at a default 0.5 % and, for page 100 of q=<1 character>, sorted the whole table, about 300 ms,
+     * where the walk of the sort-order index reads 40,000 entries). Other pages are left to the planner: the capped
+     * count of credentialConfigurationId=mdl, a condition of the row's JSON, reads 60,000 rows of the table in 17 ms
+     * where the created-at index entries take 35–50 ms and the bitmap it picks otherwise 450 ms.
+     * test/plugins/sessions-plans.ts asserts the plans under the same settings.
      */
     async list(tenantId: string, types: SessionType[], query: SessionListQuery): Promise<SessionListResult> {
         if (!visible(types, query).length) {
@@ -679,13 +681,10 @@ export class SessionSearch {
     private async listPage(tenantId: string, types: SessionType[], query: SessionListQuery): Promise<SessionListResult> {
         const offset = (query.page - 1) * query.pageSize;
         const cap = Math.max(this.limits.countCap, offset + query.pageSize);
-        if (this.pg) {
-            await this.knex.raw(PG_PROBE_SETTINGS);
-        }
         const plan = await this.plan(tenantId, types, query);
         const statements = this.builders(tenantId, types, query, plan, cap + 1);
         if (this.pg) {
-            await this.knex.raw(pgPageSettings(this.walks(query, plan)));
+            await this.knex.raw(pgPageSettings(this.pgPageAllows(query, plan)));
         }
         const rows = await statements.page as Array<Record<string, unknown>>;
         const items = rows.map((row) => ({

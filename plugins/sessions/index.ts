@@ -6,6 +6,7 @@ import * as sessionLogs from './migrations/20261125_0005_session_logs';
 import * as sessionSearch from './migrations/20261125_0006_session_search';
 import * as sessionIndexBudget from './migrations/20261126_0013_session_index_budget';
 import * as sessionLateUpdates from './migrations/20261128_0016_session_late_updates';
+import * as sessionOffClockIds from './migrations/20261128_0017_session_off_clock_ids';
 import { SessionSearch } from './services/search';
 import { SessionService } from './services/session-service';
 import { sessionMaintenanceJob } from './jobs/maintenance';
@@ -42,7 +43,8 @@ export const plugin: Hapi.Plugin<SessionsOptions> = {
             { name: '20261125_0005_session_logs', ...sessionLogs },
             { name: '20261125_0006_session_search', ...sessionSearch },
             { name: '20261126_0013_session_index_budget', ...sessionIndexBudget },
-            { name: '20261128_0016_session_late_updates', ...sessionLateUpdates }
+            { name: '20261128_0016_session_late_updates', ...sessionLateUpdates },
+            { name: '20261128_0017_session_off_clock_ids', ...sessionOffClockIds }
         ]);
         server.expose('defaultTtl', ttl);
         const sessions = new SessionService(server.db);

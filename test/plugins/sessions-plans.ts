@@ -2,7 +2,7 @@ import { expect } from '@hapi/code';
 import * as Lab from '@hapi/lab';
 import type { Knex } from 'knex';
 import { explain, seedSessions, TENANT } from '../../bench/sessions';
-import { PG_LIST_SETTINGS, SORT_KEYS, SessionSearch, type SessionListQuery } from '../../plugins/sessions/services/search';
+import { idClock, PG_LIST_SETTINGS, SORT_KEYS, SessionSearch, type SessionListQuery } from '../../plugins/sessions/services/search';
 import type { SessionType } from '../../plugins/sessions/models/session';
 import { createTenant, rootToken } from '../helpers/auth';
 import { DIALECTS } from '../helpers/databases';
@@ -128,7 +128,13 @@ for (const dialect of DIALECTS) {
                     // the sorts of their union are bounded; what must hold is that the parts that can be long walk an
                     // index in the order they return (no sort right under their limit): the window of the updated-at
                     // index and the late updates' index, or a scan's id-prefix part.
-                    const walks = plan.window ? [['part0', /sessions_list_(status_)?updated\b/], ['part1', /sessions_list_late\b/]] as const : [['part0', /sessions_list_/]] as const;
+                    // An id prefix's window has a third part, the off-clock ids' index (see idClock).
+                    const walks: ReadonlyArray<readonly [string, RegExp]> = !plan.window
+                        ? [['part0', /sessions_list_/]]
+                        : [['part0', /sessions_list_(status_)?updated\b/], ['part1', /sessions_list_late\b/], ...(query.id && idClock(query.id) ? [['part2', /sessions_off_clock\b/] as const] : [])];
+                    if (query.id && idClock(query.id)) {
+                        expect(plan.window, text).to.be.true();
+                    }
                     for (const [part, index] of walks) {
                         if (dialect === 'sqlite') {
                             const at = page.findIndex((l) => l.trim() === `CO-ROUTINE ${part}`);
@@ -167,14 +173,14 @@ for (const dialect of DIALECTS) {
             });
         }
 
-        it('keeps the index budget of sessions: 14 indexes, 3 of them rewritten by every update (updated_at)', async () => {
+        it('keeps the index budget of sessions: 15 indexes, 3 of them rewritten by every update (updated_at)', async () => {
             const knex = t.server.db.knex;
             const indexes: Array<{ name: string; definition: string }> = dialect === 'sqlite'
                 ? (await knex.raw(`select name, coalesce(sql, '') as definition from sqlite_master where type = 'index' and tbl_name = 'sessions'`)) as Array<{ name: string; definition: string }>
                 : (await knex.raw(`select indexname as name, indexdef as definition from pg_indexes where tablename = 'sessions'`)).rows;
-            expect(indexes.length, indexes.map((i) => i.name).join(', ')).to.equal(14);
-            // Partial indexes of failed sessions and of late updates are written for those sessions only.
-            const partial = /where\s+\(?(failure_code is not null|\(?julianday|\(?\(?updated_at - created_at)/i;
+            expect(indexes.length, indexes.map((i) => i.name).join(', ')).to.equal(15);
+            // Partial indexes of failed sessions, of late updates and of off-clock ids are written for those sessions only.
+            const partial = /where\s+\(?(failure_code is not null|\(?julianday|\(?\(?updated_at - created_at|not \(\(?\(?id)/i;
             const withUpdatedAt = indexes.filter((i) => /updated_at/.test(i.definition) && !partial.test(i.definition)).map((i) => i.name).sort();
             expect(withUpdatedAt).to.equal(['sessions_list_request', 'sessions_list_status_updated', 'sessions_list_updated']);
             for (const handle of ['wallet_nonce', 'offer_id', 'code_hash', 'access_token_hash']) {

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Database } from '../../../lib/db/database';
 import type { SessionStatus, SessionType } from '../models/session';
 import { LATE_AFTER_MS, LATE_UPDATE } from '../migrations/20261128_0016_session_late_updates';
+import { CLOCK_TOLERANCE_MS, OFF_CLOCK } from '../migrations/20261128_0017_session_off_clock_ids';
 import { sha256Hex, type Session } from './session-service';
 
 /**
@@ -215,7 +216,9 @@ const iso = (value: unknown): string | null => (value instanceof Date ? value.to
  * earlier: see CLOCK_SKEW_MS): that window of the updated-at index is walked in order with the created range tested on
  * the index entry (created_at is carried there), the late sessions of the range
  * are walked in the same order in their own partial index, and the page is taken from the union of the first
- * page × pageSize of each (see unionPage). Exact, and it stops early wherever the range lies.
+ * page × pageSize of each (see unionPage). Exact, and it stops early wherever the range lies. An id prefix that
+ * matches many sessions (a scan) in the default order is a window too: its ids' time digits are a stretch of creation
+ * time (see idClock), and the sessions whose id is off that clock are walked in a third part, their own partial index.
  */
 export interface ListPlan {
     handles?: 'lookup-q' | 'lookup-id' | 'scan';
@@ -254,6 +257,20 @@ const visible = (types: SessionType[], query: SessionListQuery): SessionType[] =
 
 /** How far behind the clock of the replica that created a session another replica's may be (see windowParts). */
 const CLOCK_SKEW_MS = 3_600_000;
+
+/**
+ * The creation times, in ms, that the ids of a prefix stand for when they are on the clock (version 7 UUIDs whose
+ * first 12 hex digits are created_at, see migrations/20261128_0017_session_off_clock_ids.ts): the prefix's time digits
+ * followed by all zeros up to all f. Undefined for a prefix no such id can start with (upper case, another layout).
+ */
+export const idClock = (prefix: string): { from: number; to: number } | undefined => {
+    const time = prefix.slice(0, 13);
+    if (!/^[0-9a-f]{1,8}(-[0-9a-f]{0,4})?$/.test(time) || !/^(-7?)?$/.test(prefix.slice(13, 15))) {
+        return undefined;
+    }
+    const digits = time.replace('-', '');
+    return { from: parseInt(digits.padEnd(12, '0'), 16), to: parseInt(digits.padEnd(12, 'f'), 16) };
+};
 
 /** The columns of each sort order (see order()). */
 const SORT_COLUMNS: Record<SortKey, string[]> = {
@@ -404,7 +421,7 @@ export class SessionSearch {
                 plan.drive = range;
             }
         }
-        if (!plan.drive && ranges.length && sortKey === 'updatedAt') {
+        if (!plan.drive && sortKey === 'updatedAt' && (ranges.length || this.clockOf(query, plan))) {
             plan.window = true;
         }
         else if (!plan.drive && ranges.length) {
@@ -575,6 +592,11 @@ export class SessionSearch {
         return Boolean(plan.window) || (plan.handles === 'scan' && Boolean(query.q?.trim()));
     }
 
+    /** The creation times of an id prefix that a window plan may walk (see idClock): a prefix scan's, without `q`. */
+    private clockOf(query: SessionListQuery, plan: ListPlan): { from: number; to: number } | undefined {
+        return plan.handles === 'scan' && query.id && !query.q?.trim() ? idClock(query.id) : undefined;
+    }
+
     /** `sessions` read through one index (SQLite only). */
     private indexedBy(index: string): Knex.QueryBuilder {
         return this.knex.from(this.knex.raw(`sessions indexed by ${index}`)) as unknown as Knex.QueryBuilder;
@@ -582,15 +604,20 @@ export class SessionSearch {
 
     /**
      * The ids of a window plan (see ListPlan): the first page × pageSize sessions in the sort order from the window of
-     * the updated-at index, and from the late sessions' partial index.
+     * the updated-at index, from the late sessions' partial index and, for an id prefix, from the off-clock sessions'.
      */
     private windowParts(tenantId: string, types: SessionType[], query: SessionListQuery, plan: ListPlan): Knex.QueryBuilder[] {
         const at = (value: string | undefined) => (value === undefined ? undefined : Date.parse(ts(value)));
+        // The creation times the window stands for: the created range, and an id prefix's times (an on-clock id's time is
+        // within CLOCK_TOLERANCE_MS of created_at).
+        const clock = this.clockOf(query, plan);
+        const createdFrom = Math.max(at(query.createdFrom) ?? -Infinity, clock ? clock.from - CLOCK_TOLERANCE_MS : -Infinity);
+        const createdTo = Math.min(at(query.createdTo) ?? Infinity, clock ? clock.to + CLOCK_TOLERANCE_MS : Infinity);
         // An hour before the range: a replica whose clock lags the one that created a session may stamp its update
         // before its creation. One second beyond the day: julianday() compares in floating point, which may call a lag
         // of a day and a fraction of a millisecond not late.
-        const lowest = Math.max((at(query.createdFrom) ?? -Infinity) - CLOCK_SKEW_MS, at(query.updatedFrom) ?? -Infinity);
-        const highest = Math.min((at(query.createdTo) ?? Infinity) + LATE_AFTER_MS + 1000, at(query.updatedTo) ?? Infinity);
+        const lowest = Math.max(createdFrom - CLOCK_SKEW_MS, at(query.updatedFrom) ?? -Infinity);
+        const highest = Math.min(createdTo + LATE_AFTER_MS + 1000, at(query.updatedTo) ?? Infinity);
         const bound = (value: number) => (Number.isFinite(value) ? new Date(value).toISOString() : undefined);
         const inWindow = { ...query, updatedFrom: bound(lowest), updatedTo: bound(highest) };
         const window = (this.pg ? this.knex('sessions') : this.indexedBy('sessions_list_updated'))
@@ -598,7 +625,13 @@ export class SessionSearch {
         const late = (this.pg ? this.knex('sessions') : this.indexedBy('sessions_list_late'))
             .whereRaw(this.pg ? LATE_UPDATE.postgres : LATE_UPDATE.sqlite)
             .modify((qb) => this.filter(qb, tenantId, types, query, { ...plan, rowOnly: [] }, false));
-        return [window, late];
+        if (!clock) {
+            return [window, late];
+        }
+        const offClock = (this.pg ? this.knex('sessions') : this.indexedBy('sessions_off_clock'))
+            .whereRaw(this.pg ? OFF_CLOCK.postgres : OFF_CLOCK.sqlite)
+            .modify((qb) => this.filter(qb, tenantId, types, query, { ...plan, rowOnly: [] }, false));
+        return [window, late, offClock];
     }
 
     /**

@@ -53,9 +53,9 @@ export const sha256Hex = (value: string): string => Crypto.createHash('sha256').
  * new session's entries in the primary key and in (tenant, id) go at the end of those indexes, where the pages are
  * in memory, instead of at a random place of a million sessions' worth of pages (see docs/performance.md).
  */
-export const timeOrderedUuid = (): string => {
+export const timeOrderedUuid = (ms: number = Date.now()): string => {
     const bytes = Crypto.randomBytes(16);
-    bytes.writeUIntBE(Date.now(), 0, 6);
+    bytes.writeUIntBE(ms, 0, 6);
     bytes[6] = (bytes[6]! & 0x0f) | 0x70;
     bytes[8] = (bytes[8]! & 0x3f) | 0x80;
     const hex = bytes.toString('hex');
@@ -129,8 +129,11 @@ export class SessionService {
     }
 
     async create<K extends SessionType>(input: { tenantId: string; type: K; data?: SessionData<K> | null } & Omit<SessionPatch, 'data'>): Promise<Session<K>> {
-        const now = new Date().toISOString();
-        const session = { id: timeOrderedUuid(), status: 'active' as SessionStatus, txCodeFailures: 0, ...input, createdAt: now, updatedAt: now } as Session<K>;
+        // One clock reading for the id's time and created_at: the list's id-prefix window relies on them agreeing
+        // (see migrations/20261128_0017_session_off_clock_ids.ts).
+        const clock = Date.now();
+        const now = new Date(clock).toISOString();
+        const session = { id: timeOrderedUuid(clock), status: 'active' as SessionStatus, txCodeFailures: 0, ...input, createdAt: now, updatedAt: now } as Session<K>;
         const row = this.toRow(session);
         const columns = Object.keys(row).filter((key) => row[key] !== undefined);
         const inserted = this.db.ambient() ? undefined : this.db.direct?.run(

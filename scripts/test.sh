@@ -45,5 +45,10 @@ if [ -z "$total" ] || [ "$total" = "0" ]; then
     echo "No test ran." >&2
     exit 1
 fi
+# The failures again, after the coverage report: a log cut to its end still names them.
+if [ "${failed:-0}" != "0" ]; then
+    echo "== failed tests (repeated from above)"
+    sed -n '/^Failed tests:/,/tests failed$/p' <<<"$plain" | head -n 300
+fi
 echo "tests: $((total - failed)) passed, ${failed} failed${skipped:+, ${skipped} skipped}"
 exit "$status"

@@ -173,6 +173,24 @@ for (const dialect of DIALECTS) {
             });
         }
 
+        it('counts an id prefix with no other condition on its own range of (tenant, id)', async () => {
+            for (const query of [{ id: '01a198' }, { id: '01a198', sortBy: 'status' as const }, { id: '01a198', status: ['active', 'fetched', 'completed', 'failed', 'expired'] }]) {
+                const { plan, count } = await plans({ page: 1, pageSize: 25, ...query } as SessionListQuery, BOTH);
+                const text = `${JSON.stringify(query)} ${JSON.stringify(plan)}\n${count.join('\n')}`;
+                expect(plan.handles, text).to.equal('scan');
+                expect(plan.countOrder, text).to.be.undefined();
+                expect(count.some((l) => (dialect === 'sqlite'
+                    ? /SEARCH sessions USING COVERING INDEX sessions_list_id \(tenant_id=\? AND id>\? AND id<\?\)/.test(l)
+                    : /Index Only Scan using sessions_list_id/.test(l))), text).to.be.true();
+                if (dialect === 'postgres') {
+                    expect(count.some((l) => /Index Cond: .*\(id >= '01a198'::text\) AND \(id < '01a199'::text\)/.test(l)), text).to.be.true();
+                }
+            }
+            // Another condition, and the prefix is tested on the entries of an index that carries it.
+            const { count } = await plans({ page: 1, pageSize: 25, id: '01a198', status: ['completed'] } as SessionListQuery, BOTH);
+            expect(count.some((l) => /sessions_list_id/.test(l)), count.join('\n')).to.be.false();
+        });
+
         it('keeps the index budget of sessions: 15 indexes, 3 of them rewritten by every update (updated_at)', async () => {
             const knex = t.server.db.knex;
             const indexes: Array<{ name: string; definition: string }> = dialect === 'sqlite'

@@ -255,6 +255,12 @@ export const DEFAULT_LIMITS: SearchLimits = { countCap: COUNT_CAP, lookupLimit: 
 const visible = (types: SessionType[], query: SessionListQuery): SessionType[] =>
     types.filter((t) => (!query.type || t === query.type) && (query.credentialConfigurationId === undefined || t === 'issuance'));
 
+/** Whether an id prefix is a query's only condition (its count then reads the prefix's range of (tenant, id)). */
+const idAlone = (types: SessionType[], query: SessionListQuery): boolean =>
+    !query.q?.trim() && visible(types, query).length === ALL_TYPES.length && [0, ALL_STATUSES.length].includes(unique(query.status ?? []).length)
+    && query.requestId === undefined && query.failureCode === undefined && query.credentialConfigurationId === undefined
+    && !query.createdFrom && !query.createdTo && !query.updatedFrom && !query.updatedTo;
+
 /** How far behind the clock of the replica that created a session another replica's may be (see windowParts). */
 const CLOCK_SKEW_MS = 3_600_000;
 
@@ -395,7 +401,7 @@ export class SessionSearch {
         if (plan.handles === 'lookup-q' || plan.handles === 'lookup-id') {
             return plan;
         }
-        if (this.pg && plan.handles === 'scan' && query.id && !q) {
+        if (this.pg && plan.handles === 'scan' && query.id && !q && !idAlone(types, query)) {
             plan.countOrder = await this.idPrefixEnd(tenantId, query.id);
         }
 
@@ -473,8 +479,14 @@ export class SessionSearch {
         if (query.id) {
             // Tested on the index entry otherwise (every list index holds the id): a count of a prefix that matches
             // half a million sessions reads 10,001 matches' entries, where the set of their ids took 230 ms to build.
+            // The count of a prefix with no other condition reads its own range of (tenant, id): 10,001 entries at
+            // most, where a test on the entry walked that index from the tenant's oldest id (at a million sessions,
+            // 30 ms on SQLite for a prefix in the middle).
             if (plan.handles === 'lookup-id') {
                 qb.whereIn('id', this.prefixIds(tenantId, query.id));
+            }
+            else if (forCount && idAlone(types, query)) {
+                this.prefix(qb, 'id', query.id);
             }
             else {
                 this.prefix(qb, "(id || '')", query.id);

@@ -311,6 +311,7 @@ const measureShapes = async (server: Hapi.Server, dialect: DialectName, where: S
     const day = (n: number) => new Date((where.start + n * DAY_SECONDS) * 1000).toISOString();
     const perDay = Math.round(count / SPAN_DAYS).toLocaleString('en');
     const ids = (await knex('sessions').select('id').where('tenantId', tenant).orderBy('createdAt').offset(Math.floor(count / 2)).limit(REQUESTS)).map((r) => r.id as string);
+    const oldest = ((await knex('sessions').select('id').where('tenantId', tenant).orderBy('createdAt').first()) as { id: string }).id;
     const reference = () => `order-${Math.floor(Math.random() * (count / 2))}`;
     const issuance = () => Math.floor(Math.random() * (count / 4)) * 4;
     const range = (from?: string, to?: string) => [from ? `createdFrom=${from}` : '', to ? `createdTo=${to}` : ''].filter(Boolean).join('&');
@@ -334,6 +335,8 @@ const measureShapes = async (server: Hapi.Server, dialect: DialectName, where: S
         { name: 'updatedFrom/updatedTo (one day)&sortBy=createdAt', url: () => `/api/session?updatedFrom=${day(30)}&updatedTo=${day(31)}&sortBy=createdAt` },
         { name: 'id=<4-character prefix>&status=completed', url: () => `/api/session?id=${pick(ids).slice(0, 4)}&status=completed` },
         { name: 'id=<4-character prefix>', url: () => `/api/session?id=${pick(ids).slice(0, 4)}` },
+        // The oldest sessions' prefix: the far end of the default order, and the count's walk from the nearer end.
+        { name: 'id=<4-character prefix of the oldest>&status=failed', url: () => `/api/session?id=${oldest.slice(0, 4)}&status=failed` },
         { name: 'q=<1-character id prefix>', url: () => `/api/session?q=${pick(ids).slice(0, 1)}`, query: () => ({ q: ids[0]!.slice(0, 1) }) },
         { name: 'status=active&type=issuance, page 100', url: () => '/api/session?status=active&type=issuance&page=100' },
         { name: '(presentation:request client) status=failed', url: () => '/api/session?status=failed', as: verifier },

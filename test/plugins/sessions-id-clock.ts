@@ -106,6 +106,12 @@ for (const dialect of DIALECTS) {
                 rows.push({ id: v7(time, 5000 + n), tenantId: 'clock', type: 'issuance', status: 'completed', createdAt: new Date(created).toISOString(), updatedAt: new Date(created + lag).toISOString() });
             }
             edgePrefix = v7(edge, 0).slice(0, 7);
+            // Version 4 ids that start with e and f: prefixes whose clock ends after the year 9999.
+            for (const [n, first] of ['e', 'f', 'f'].entries()) {
+                const id = `${first}${v7(base, 6000 + n, '4').slice(1)}`;
+                rows.push({ id, tenantId: 'clock', type: 'presentation', status: 'completed', createdAt: new Date(base + n * MINUTE).toISOString(), updatedAt: new Date(base + n * MINUTE + 1000).toISOString() });
+                offClock.push(id);
+            }
             // Another tenant's sessions with the same ids' times, on and off the clock, never show.
             const foreign: Row[] = [3, 17, 34].map((i) => ({ ...rows[i]!, id: v7(base + i * 10 * MINUTE + (i % 7) * 1000, 10_000 + i, i === 3 ? '7' : '4'), tenantId: 'other' }));
             await t.server.db.knex.batchInsert('sessions', [...rows, ...foreign].map((r) => ({ txCodeFailures: 0, ...r })), 200);
@@ -136,6 +142,7 @@ for (const dialect of DIALECTS) {
                 return rows
                     .filter((r) => r.id.startsWith(q.id!) && (!q.status || q.status.includes(r.status)) && (!q.type || r.type === q.type))
                     .filter((r) => (!q.createdFrom || r.createdAt >= q.createdFrom) && (!q.createdTo || r.createdAt <= q.createdTo))
+                    .filter((r) => (!q.updatedFrom || r.updatedAt >= q.updatedFrom) && (!q.updatedTo || r.updatedAt <= q.updatedTo))
                     .sort((a, b) => dir * (cmp(a.updatedAt, b.updatedAt) || cmp(a.id, b.id)))
                     .map((r) => r.id);
             };
@@ -150,11 +157,15 @@ for (const dialect of DIALECTS) {
                 rows[17]!.id.slice(0, 7), // where an id 30 days off its creation says it was created
                 rows[34]!.id.slice(0, 9), // an id 61 seconds after its creation
                 rows[51]!.id.slice(0, 6), // upper case: only upper-case ids match (no clock)
-                edgePrefix
+                edgePrefix,
+                'e', // the clock of e and f ends after the year 9999
+                'f',
+                'e1'
             ];
             let offClockSeen = 0;
             for (const id of prefixes) {
-                for (const extra of [{}, { sortOrder: 'asc' as const }, { status: ['failed'] as SessionStatus[] }, { type: 'presentation' as const, sortOrder: 'asc' as const }, { createdTo: new Date(base + DAY).toISOString() }]) {
+                for (const extra of [{}, { sortOrder: 'asc' as const }, { status: ['failed'] as SessionStatus[] }, { type: 'presentation' as const, sortOrder: 'asc' as const }, { createdTo: new Date(base + DAY).toISOString() },
+                { updatedFrom: new Date(base + DAY / 2).toISOString(), updatedTo: new Date(base + 2 * DAY).toISOString(), sortOrder: 'asc' as const }]) {
                     const q = { id, ...extra };
                     const plan = await windowed.plan('clock', both, { page: 1, pageSize: 7, ...q } as SessionListQuery);
                     const want = expected(q);

@@ -123,8 +123,12 @@ describe('session search handles', () => {
         expect(at('2024-01-01T00:00:00.123456789z')).to.equal('2024-01-01T00:00:00.123Z');
         expect(at('2024-02-29T12:00:00Z')).to.equal('2024-02-29T12:00:00.000Z');
         expect(at('0050-06-01T00:00:00Z')).to.equal('0050-06-01T00:00:00.000Z');
+        expect(at('0001-01-01T00:00:00Z')).to.equal('0001-01-01T00:00:00.000Z');
+        expect(at('9999-12-31T23:59:59.999Z')).to.equal('9999-12-31T23:59:59.999Z');
         for (const bad of ['2023-02-29T12:00:00Z', '2024-02-30T00:00:00Z', '2024-13-01T00:00:00Z', '2024-01-01T24:00:00Z', '2024-01-01T00:60:00Z',
-            '2024-01-01T00:00:00+24:00', '0000-01-01T00:00:00Z', '2024-01-01T00:00:00', '2024-01-01', '2024-01-01 00:00:00Z', 'today']) {
+            '2024-01-01T00:00:00+24:00', '0000-01-01T00:00:00Z', '2024-01-01T00:00:00', '2024-01-01', '2024-01-01 00:00:00Z', 'today',
+            // Years 1 to 9999 written with an offset that puts the instant outside them in UTC.
+            '0001-01-01T00:00:00+05:00', '9999-12-31T23:00:00-05:00']) {
             expect(at(bad), bad).to.be.undefined();
         }
     });
@@ -271,6 +275,13 @@ for (const dialect of DIALECTS) {
             expect((await status('updatedTo=2024-02-01')).statusCode).to.equal(400);
             expect((await status('createdFrom=yesterday')).statusCode).to.equal(400);
             expect((await status('createdFrom=2024-02-30T00:00:00Z')).statusCode).to.equal(400);
+            // Outside the years 1 to 9999 in UTC (PostgreSQL refused the ISO text of year 0 with a 500).
+            expect((await status(`createdFrom=${encodeURIComponent('0001-01-01T00:00:00+05:00')}`)).statusCode).to.equal(400);
+            expect((await status(`updatedTo=${encodeURIComponent('9999-12-31T23:00:00-05:00')}`)).statusCode).to.equal(400);
+            // The ends of that span are good values, alone and as a wide window (whose bounds go beyond them).
+            for (const query of ['createdFrom=0001-01-01T00:00:00Z', 'createdTo=9999-12-31T23:59:59.999Z', 'createdFrom=0001-01-01T00:00:00Z&createdTo=9999-12-31T23:59:59.999Z']) {
+                expect((await list(query)).total, query).to.equal(12);
+            }
         });
 
         it('filters by id prefix, at most 255 characters', async () => {
@@ -554,7 +565,10 @@ for (const dialect of DIALECTS) {
                 { createdFrom: at(base + 200 * 600_000), createdTo: at(base + 200 * 600_000) },
                 { createdTo: at(base + DAY), status: ['failed'], type: 'presentation' },
                 { createdFrom: at(base + DAY / 4), createdTo: at(base + 2 * DAY), updatedFrom: at(base + DAY), updatedTo: at(base + 3 * DAY) },
-                { createdFrom: at(base + DAY / 4), createdTo: at(base + DAY), updatedFrom: at(base + 3 * DAY), sortOrder: 'asc' }
+                { createdFrom: at(base + DAY / 4), createdTo: at(base + DAY), updatedFrom: at(base + 3 * DAY), sortOrder: 'asc' },
+                // At the ends of the instants a query may hold: the window's bounds lie beyond them and are left out.
+                { createdTo: '9999-12-31T23:59:59.999Z' },
+                { createdFrom: '0001-01-01T00:00:00.000Z', sortOrder: 'asc' }
             ];
             for (const q of queries) {
                 expect((await windowed.plan('late', both, { page: 1, pageSize: 7, ...q } as SessionListQuery)).window, JSON.stringify(q)).to.be.true();

@@ -186,6 +186,11 @@ for (const dialect of DIALECTS) {
                     expect(count.some((l) => /Index Cond: .*\(id >= '01a198'::text\) AND \(id < '01a199'::text\)/.test(l)), text).to.be.true();
                 }
             }
+            // The page walks the sort order: no sort of the prefix's range, whichever the order (PostgreSQL's settings).
+            for (const sortBy of SORT_KEYS) {
+                const query = { page: 1, pageSize: 25, id: '01a198', sortBy } as SessionListQuery;
+                expect(search.pgPageAllows(query, await search.plan(TENANT, BOTH, query)), sortBy).to.equal({ sort: false, seqScan: false });
+            }
             // Another condition, and the prefix is tested on the entries of an index that carries it.
             const { count } = await plans({ page: 1, pageSize: 25, id: '01a198', status: ['completed'] } as SessionListQuery, BOTH);
             expect(count.some((l) => /sessions_list_id/.test(l)), count.join('\n')).to.be.false();

@@ -4,7 +4,7 @@ import { tenantContext } from '../../../lib/auth/context';
 import type { SessionType } from '../models/session';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../../lib/errors';
 import { pageOf, pageQuery, pageResult } from '../../../lib/http/pagination';
-import { COUNT_CAP, SORT_KEYS, type SessionListQuery, type SessionSearch } from '../services/search';
+import { COUNT_CAP, MAX_INSTANT, MIN_INSTANT, SORT_KEYS, type SessionListQuery, type SessionSearch } from '../services/search';
 import type { Session } from '../services/session-service';
 import { listItem, SESSION_READ_ROLES, sessionListItem, visibleTypes } from '../view';
 
@@ -22,7 +22,8 @@ const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d
 
 /**
  * The instant of an ISO 8601 date and time with a time zone (Z, ±hh, ±hhmm or ±hh:mm), or undefined when a field is
- * out of range (Date would roll 2024-02-30 over into March). Fractions beyond milliseconds are cut.
+ * out of range (Date would roll 2024-02-30 over into March) or the instant lies outside the years 1 to 9999 in UTC
+ * (0001-01-01T00:00+05:00 is in year 0, whose ISO text PostgreSQL refuses). Fractions beyond milliseconds are cut.
  */
 export const parseInstant = (value: string): Date | undefined => {
     const m = ISO_INSTANT.exec(value);
@@ -43,7 +44,8 @@ export const parseInstant = (value: string): Date | undefined => {
     date.setUTCFullYear(year, month - 1, day);
     date.setUTCHours(hour, minute, second, millis);
     date.setTime(date.getTime() - offset * 60_000);
-    return Number.isNaN(date.getTime()) ? undefined : date;
+    const time = date.getTime();
+    return time >= MIN_INSTANT && time <= MAX_INSTANT ? date : undefined;
 };
 
 /** ISO 8601 date and time with a time zone; answers the instant as toISOString() does. */

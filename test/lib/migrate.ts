@@ -49,7 +49,8 @@ const RELEASED = [
     '20261126_0012_config_bundles',
     '20261126_0013_session_index_budget',
     '20261126_0015_trust',
-    '20261128_0016_session_late_updates'
+    '20261128_0016_session_late_updates',
+    '20261128_0017_session_off_clock_ids'
 ];
 
 describe('plugin migrations', () => {

@@ -1,7 +1,7 @@
 import Crypto from 'node:crypto';
 import * as X509 from '@peculiar/x509';
 import * as Jose from 'jose';
-import { SignedXml } from 'xml-crypto';
+import type { SignedXml } from 'xml-crypto';
 import { VerificationFailure } from '../../../lib/verify/failures';
 import { verifyCertificateChain, type TrustAnchor } from '../../../lib/verify/trust';
 import { derBase64ToPem, serviceTypeOf, statusInForce } from './service-types';
@@ -56,7 +56,9 @@ export const ECDSA_ALGORITHMS = {
 
 /** A SignedXml that knows the ECDSA algorithms too (for verifying and, in tests, for signing). */
 export const signedXml = (options: ConstructorParameters<typeof SignedXml>[0]): SignedXml => {
-    const sig = new SignedXml(options);
+    // xml-crypto (with xmldom) is loaded with the first XML trusted list, not at start-up.
+    const { SignedXml: Signed } = require('xml-crypto') as typeof import('xml-crypto');
+    const sig = new Signed(options);
     Object.assign(sig.SignatureAlgorithms, ECDSA_ALGORITHMS);
     return sig;
 };
@@ -82,8 +84,6 @@ interface XmlParser {
     parseFromString(source: string, mimeType: string): XmlDocument | undefined;
 }
 
-const { DOMParser } = require('@xmldom/xmldom') as { DOMParser: new (options: object) => XmlParser };
-
 const ELEMENT_NODE = 1;
 
 const parseXml = (xml: string): XmlNode => {
@@ -93,6 +93,7 @@ const parseXml = (xml: string): XmlNode => {
         throw new TrustListError('the XML has a DOCTYPE');
     }
     const problems: string[] = [];
+    const { DOMParser } = require('@xmldom/xmldom') as { DOMParser: new (options: object) => XmlParser };
     const doc = new DOMParser({
         errorHandler: {
             warning: () => undefined,

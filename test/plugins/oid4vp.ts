@@ -106,6 +106,32 @@ for (const dialect of DIALECTS) {
             }
         });
 
+        it('makes each request from the presentation configuration as it stands: created, changed and deleted between requests', async () => {
+            const offer = () => t.server.inject({ method: 'POST', url: '/api/verifier/offer', headers: bearer(admin), payload: { requestId: 'changing' } });
+            const claimsOf = async () => {
+                const res = await offer();
+                expect(res.statusCode, res.payload).to.equal(201);
+                const jar = (await t.server.inject(new URL((res.result as any).uri).searchParams.get('request_uri')!.replace('http://hallmark.test', ''))).payload;
+                return (Jose.decodeJwt(jar) as any).dcql_query.credentials[0].claims.map((c: { path: string[] }) => c.path.join('.'));
+            };
+            // Unknown, then known: an answer for a missing configuration is not kept once it exists.
+            expect((await offer()).statusCode).to.equal(400);
+            const created = await t.server.inject({ method: 'POST', url: '/api/verifier/config', headers: bearer(admin), payload: {
+                id: 'changing',
+                dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] }, claims: [{ path: ['given_name'] }] }] }
+            } });
+            expect(created.statusCode, created.payload).to.equal(201);
+            expect(await claimsOf()).to.equal(['given_name']);
+            expect(await claimsOf()).to.equal(['given_name']);
+            const changed = await t.server.inject({ method: 'PATCH', url: '/api/verifier/config/changing', headers: bearer(admin), payload: {
+                dcql_query: { credentials: [{ id: 'pid', format: 'dc+sd-jwt', meta: { vct_values: ['urn:eudi:pid:1'] }, claims: [{ path: ['family_name'] }] }] }
+            } });
+            expect(changed.statusCode, changed.payload).to.equal(200);
+            expect(await claimsOf()).to.equal(['family_name']);
+            expect((await t.server.inject({ method: 'DELETE', url: '/api/verifier/config/changing', headers: bearer(admin) })).statusCode).to.equal(204);
+            expect((await offer()).statusCode).to.equal(400);
+        });
+
         it('fails closed with trust_list_unavailable when a remote trust list applies, which cannot be loaded', async () => {
             const create = await t.server.inject({ method: 'POST', url: '/api/trust-lists', headers: bearer(admin), payload: { id: 'remote', url: 'https://tl.example.eu/tsl.xml', signerCertificates: [DEMO_ROOT_PEM] } });
             expect(create.statusCode, create.payload).to.equal(201);

@@ -5,7 +5,8 @@ import { newP256Jwks } from '../../../lib/crypto/p256';
 import { OAuthError, ValidationError } from '../../../lib/errors';
 import type { Logger } from '../../../lib/logging';
 import { checkUrl, OutboundBlockedError, type OutboundPolicy } from '../../../lib/outbound';
-import type { TenantContext } from '../../../lib/registry/kind';
+import { ChangeCache, changedResource } from '../../../lib/cache';
+import type { StoredResource, TenantContext } from '../../../lib/registry/kind';
 import type { Registry } from '../../../lib/registry/registry';
 import type { LiveSession, SessionService } from '../../sessions/services/session-service';
 import type { WebhookTarget } from '../../../lib/webhooks';
@@ -124,8 +125,21 @@ const DNS_SAN = /(?:^|,\s*)DNS:([^,]+)/g;
 /** When a session of a prepared request expires: the configuration's lifeTime (default 300 s) from now. */
 const expiryOf = (prepared: PreparedPresentation): Date => new Date(Date.now() + (prepared.config.lifeTime ?? 300) * 1000);
 
+/** How long another replica's change of a presentation configuration may go unseen here (this process's: never). */
+const CONFIG_TTL_MS = 10_000;
+
 export class PresentationRequests {
-    constructor(private readonly deps: { publicUrl: string; outbound: OutboundPolicy; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {}
+    /**
+     * The presentation configurations, read on every request, cached until they change: the registry read through
+     * objection and knex took 0.28 ms of CPU per ISO 18013-7 flow (their self time in a profile of the bench's
+     * closed loop, 506 ms for 1,800 flows; none left with the cache), about 7 % of a flow.
+     */
+    private readonly configs: ChangeCache<[tenantId: string, id: string], StoredResource<PresentationConfig> | undefined>;
+
+    constructor(private readonly deps: { publicUrl: string; outbound: OutboundPolicy; registry: Registry; sessions: SessionService; signing: SigningService; log: Logger }) {
+        this.configs = new ChangeCache({ ttlMs: CONFIG_TTL_MS, load: (tenantId: string, id: string) => deps.registry.get(this.ctx(tenantId), presentationConfigKind, id) })
+            .dropOnChange(deps.registry, [presentationConfigKind], changedResource);
+    }
 
     private ctx(tenantId: string): TenantContext {
         return { tenantId, clientId: 'system:oid4vp', roles: [] };
@@ -188,7 +202,7 @@ export class PresentationRequests {
 
     /** The configuration, DCQL query, transaction data, webhook and access key chain of a request, checked (400). */
     async prepare(ctx: TenantContext & { tenantId: string }, request: PresentationRequest): Promise<PreparedPresentation> {
-        const stored = await this.deps.registry.get(ctx, presentationConfigKind, request.requestId);
+        const stored = await this.configs.get(ctx.tenantId, request.requestId);
         if (!stored) {
             throw new ValidationError(`Unknown presentation configuration ${request.requestId}`, [{ path: 'requestId', message: 'does not exist' }]);
         }

@@ -82,9 +82,11 @@ export class InProcessJobRunner implements JobRunner {
 
     private arm(entry: Entry, due: number): void {
         const wait = due - this.now();
+        // A timer may fire a millisecond before its due time by the clock (timers and Date.now() round apart): then
+        // it is armed again for the rest, so a job never runs before its slot (a 03:00 job at 02:59:59.999).
         entry.timer = wait > MAX_TIMEOUT_MS
             ? setTimeout(() => this.arm(entry, due), MAX_TIMEOUT_MS)
-            : setTimeout(() => void this.fire(entry, due), Math.max(0, wait));
+            : setTimeout(() => (this.now() < due ? this.arm(entry, due) : void this.fire(entry, due)), Math.max(0, wait));
         entry.timer.unref();
     }
 

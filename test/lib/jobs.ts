@@ -116,6 +116,29 @@ describe('in-process cron (fake clock)', () => {
     });
 });
 
+describe('in-process cron (a clock behind the timers)', () => {
+    it('never runs a job before its slot by the clock it is given, though the timer fires early by that clock', async () => {
+        // This clock runs at half the speed of the timers: a timer set for the slot fires when the clock still reads
+        // 200 ms before it (timers and Date.now() round apart by a millisecond in the same way).
+        const realStart = Date.now();
+        const slot = Date.parse('2030-01-01T03:00:00.000Z');
+        const now = () => slot - 400 + (Date.now() - realStart) / 2;
+        const seen: number[] = [];
+        const runner = new InProcessJobRunner({ log: silent, now });
+        runner.register(job('slow-clock', { cron: '0 3 * * *' }, async () => {
+            seen.push(now());
+        }));
+        try {
+            await runner.start();
+            await waitFor('the cron job', () => seen.length >= 1, 3000);
+            expect(seen[0]).to.be.at.least(slot);
+        }
+        finally {
+            await runner.stop();
+        }
+    });
+});
+
 for (const dialect of DIALECTS) {
     describe(`jobs on ${dialect}`, () => {
         let database: TestDatabase;

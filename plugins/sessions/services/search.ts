@@ -376,17 +376,19 @@ export class SessionSearch {
      * (UUID version 7: the creation time in milliseconds first, and sessions are updated soon after), so a prefix is
      * a stretch of time: a count that walks the updated-at order from the nearer end passes fewer other sessions
      * before the prefix's (a 4-character prefix is seven weeks; at 1,000,000 sessions over 90 days, 23,000 entries
-     * walked from one end against 86,000 from the other). Ids of another layout match a prefix anywhere in time, and
-     * either end does as well.
+     * walked from one end against 86,000 from the other). A prefix or end ids off that clock (see idClock) match
+     * anywhere in time, and either end does as well.
      */
     private async idPrefixEnd(tenantId: string, prefix: string): Promise<'asc' | 'desc'> {
+        const stretch = idClock(prefix);
+        if (!stretch) {
+            return 'asc';
+        }
         const end = (dir: 'asc' | 'desc') => this.knex('sessions').select('id').where('tenantId', tenantId).orderByRaw(`id collate "C" ${dir}`).limit(1);
         const [ends] = await this.knex.select(end('asc').as('first'), end('desc').as('last')) as Array<{ first: string | null; last: string | null }>;
-        const first = ends?.first ?? '';
-        const last = ends?.last ?? '';
-        // An id as a point: its first 12 hex digits (the time field of a version 7 UUID); other characters count 0.
-        const at = (id: string, fill: string) => parseInt(id.replace(/-/g, '').slice(0, 12).padEnd(12, fill).replace(/[^0-9a-f]/gi, '0'), 16);
-        return at(prefix, '0') - at(first, '0') <= at(last, '0') - at(prefix, 'f') ? 'asc' : 'desc';
+        const first = idClock(ends?.first ?? '')?.from;
+        const last = idClock(ends?.last ?? '')?.to;
+        return first === undefined || last === undefined || stretch.from - first <= last - stretch.to ? 'asc' : 'desc';
     }
 
     /** Decides how a list query runs (see ListPlan): at most one probe per handle set and per time range. */

@@ -49,11 +49,11 @@ const DATA_VERSION = Symbol('dataVersion');
 export const sha256Hex = (value: string): string => Crypto.createHash('sha256').update(value).digest('hex');
 
 /**
- * A UUID of version 7 (RFC 9562): 48 bits of Unix time in ms, then 74 random bits. Session ids grow with time, so a
+ * A UUID of version 7 (RFC 9562): 48 bits of the Unix time `ms` (the session's created_at), then 74 random bits. Session ids grow with time, so a
  * new session's entries in the primary key and in (tenant, id) go at the end of those indexes, where the pages are
  * in memory, instead of at a random place of a million sessions' worth of pages (see docs/performance.md).
  */
-export const timeOrderedUuid = (ms: number = Date.now()): string => {
+export const timeOrderedUuid = (ms: number): string => {
     const bytes = Crypto.randomBytes(16);
     bytes.writeUIntBE(ms, 0, 6);
     bytes[6] = (bytes[6]! & 0x0f) | 0x70;

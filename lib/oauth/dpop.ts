@@ -4,6 +4,7 @@ import type { JWK } from 'jose';
 import { jwkThumbprintSync, jwsPayload, verifyEcdsaJws } from '../crypto/jws';
 import type { SingleUseStore } from '../db/single-use';
 import { OAuthError } from '../errors';
+import { ecPublicKey } from '../crypto/public-keys';
 
 /**
  * DPoP proof verification (RFC 9449). A proof is a JWS signed by the client's key, whose public JWK it embeds; the
@@ -202,7 +203,7 @@ export class DpopVerifier {
         // ECDSA (every proof a HAIP wallet sends) on node:crypto; anything else through jose.
         let key: Crypto.KeyObject | undefined;
         try {
-            key = jwk.kty === 'EC' ? Crypto.createPublicKey({ key: jwk as Crypto.JsonWebKey, format: 'jwk' }) : undefined;
+            key = jwk.kty === 'EC' ? ecPublicKey(jwk) : undefined;
         }
         catch {
             throw invalid('DPoP proof jwk does not fit its alg or cannot verify it');

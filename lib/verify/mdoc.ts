@@ -3,6 +3,7 @@ import { cborDecode, cborEncode, DataItem } from '@animo-id/mdoc';
 import { VerificationFailure } from './failures';
 import { statusReferenceOf, type StatusReference } from './status-list';
 import { verifyCertificateChain, type TrustAnchor } from './trust';
+import { ecPublicKey } from '../crypto/public-keys';
 
 /**
  * Verifier side of ISO 18013-5 mdoc presentations in OpenID4VP 1.0 (vp_token entries of format mso_mdoc: a
@@ -225,7 +226,7 @@ const deviceKeyOf = (coseKey: unknown): Crypto.KeyObject => {
         throw error('the MSO deviceKey is not an EC2 P-256 COSE_Key');
     }
     try {
-        return Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: Buffer.from(x).toString('base64url'), y: Buffer.from(y).toString('base64url') }, format: 'jwk' });
+        return ecPublicKey({ crv: 'P-256', x: Buffer.from(x).toString('base64url'), y: Buffer.from(y).toString('base64url') });
     }
     catch {
         throw error('the MSO deviceKey is not a valid P-256 point');

@@ -3,6 +3,7 @@ import * as Jose from 'jose';
 import { VerificationFailure } from './failures';
 import { statusReferenceOf, type StatusReference } from './status-list';
 import { verifyCertificateChain, type TrustAnchor } from './trust';
+import { ecPublicKey } from '../crypto/public-keys';
 
 /**
  * Verifier side of SD-JWT VC presentations (IETF SD-JWT, SD-JWT VC; OpenID4VP 1.0 B.3; HAIP 1.0):
@@ -386,7 +387,7 @@ const verify = async (input: SdJwtPresentationInput): Promise<SdJwtPresentationR
         if (kty !== 'EC' || crv !== 'P-256') {
             throw new Error('not an EC P-256 key');
         }
-        holderKey = Crypto.createPublicKey({ key: { kty, crv, x, y } as Crypto.JsonWebKey, format: 'jwk' });
+        holderKey = ecPublicKey({ crv, x, y });
     }
     catch (cause) {
         throw error(`cnf.jwk is not an ${ALG} key: ${(cause as Error).message}`);

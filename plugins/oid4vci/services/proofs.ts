@@ -4,6 +4,7 @@ import type { SingleUseStore } from '../../../lib/db/single-use';
 import { OAuthError } from '../../../lib/errors';
 import { PROOF_TYPES, type KeyAttestationsRequired, type ProofType } from '../../../resources/credential-config';
 import { isObject, verifiedClaims, walletProviderKey, type WalletProviderTrust } from './wallet-provider-trust';
+import { ecPublicKey } from '../../../lib/crypto/public-keys';
 
 /**
  * Proofs of the credential request (OpenID4VCI 1.0 section 8.2 and appendix F, HAIP 1.0 Annex D): which keys the
@@ -165,7 +166,7 @@ export class ProofVerifier {
         const [encodedHeader, encodedPayload, signature] = jwt.split('.');
         let payload: Jose.JWTPayload;
         try {
-            const key = Crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: signer.x, y: signer.y } as Crypto.JsonWebKey, format: 'jwk' });
+            const key = ecPublicKey({ crv: 'P-256', x: signer.x, y: signer.y });
             const valid = Crypto.verify('sha256', Buffer.from(`${encodedHeader}.${encodedPayload}`), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(signature ?? '', 'base64url'));
             payload = valid ? JSON.parse(Buffer.from(encodedPayload!, 'base64url').toString('utf8')) : undefined as never;
             if (!valid || !payload || typeof payload !== 'object') {
@@ -305,7 +306,7 @@ const p256PublicKey = (jwk: Record<string, unknown>, what: string): Jose.JWK => 
     }
     const { kty, crv, x, y } = jwk;
     try {
-        Crypto.createPublicKey({ key: { kty, crv, x, y } as Crypto.JsonWebKey, format: 'jwk' });
+        ecPublicKey({ crv, x, y });
     }
     catch {
         throw invalidProof(`${what} is not a point of P-256`);

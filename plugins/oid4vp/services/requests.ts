@@ -331,7 +331,7 @@ export class PresentationRequests {
         const withOrigins: PresentationData = { ...data, protocol: 'dc-api', expectedOrigins };
         const expiresAt = expiryOf(prepared);
         const session = await this.openSession(ctx, request, prepared, walletNonce, withOrigins, expiresAt);
-        const verifierInfo = await this.verifierInfo(ctx.tenantId, request.requestId);
+        const verifierInfo = await this.verifierInfo(ctx.tenantId, prepared.config);
         const { response_uri: _uri, state: _state, ...payload } = this.requestPayload(withOrigins, walletNonce, undefined, verifierInfo);
         // The page holds this request until it calls the API: it is valid as long as its session, not the 300 s of a fetched one.
         const jwt = await this.deps.signing.jws(ctx.tenantId, data.accessKeyChainId, {
@@ -353,14 +353,15 @@ export class PresentationRequests {
         if (!['active', 'fetched'].includes(session.status)) {
             throw new OAuthError(400, 'invalid_request', 'The presentation offer has already been used');
         }
-        const verifierInfo = session.requestId ? await this.verifierInfo(session.tenantId, session.requestId) : undefined;
+        const config = session.requestId ? (await this.configs.get(session.tenantId, session.requestId))?.spec : undefined;
+        const verifierInfo = config ? await this.verifierInfo(session.tenantId, config) : undefined;
         await this.deps.sessions.transition(session.id, ['active'], 'fetched');
         return this.deps.signing.jws(session.tenantId, data.accessKeyChainId, { header: { typ: REQUEST_OBJECT_TYP }, payload: this.requestPayload(data, session.walletNonce!, walletNonceParam, verifierInfo) });
     }
 
     /** The registration certificate (spec 2.1, plugins/trust): only when the tenant has a registrar configuration. */
-    private verifierInfo(tenantId: string, configId: string): Promise<Array<{ format: string; data: string }> | undefined> {
-        return registrationCertsOf(this.deps.registry)?.verifierInfo(tenantId, configId) ?? Promise.resolve(undefined);
+    private verifierInfo(tenantId: string, config: PresentationConfig): Promise<Array<{ format: string; data: string }> | undefined> {
+        return registrationCertsOf(this.deps.registry)?.verifierInfo(tenantId, config) ?? Promise.resolve(undefined);
     }
 
     /** The request object's claims (OpenID4VP 1.0 section 5, HAIP): the redirect form; the DC API drops response_uri and state. */

@@ -131,22 +131,22 @@ export class RegistrationCerts {
     }
 
     /**
-     * The `verifier_info` entry of a request object made from the presentation configuration `configId`: undefined
+     * The `verifier_info` entry of a request object made from the presentation configuration `config` (the caller's
+     * copy: the verifier keeps its configurations cached, and this is on every request object's path): undefined
      * when the tenant has no registrar configuration or the configuration no registration_cert. A certificate that
      * cannot be obtained fails the request (503): a wallet of the EUDI ecosystem refuses a request without it.
      */
-    async verifierInfo(tenantId: string, configId: string): Promise<Array<{ format: string; data: string }> | undefined> {
-        const stored = await this.deps.registry.get(systemContext(tenantId), presentationConfigKind, configId);
-        if (!stored || !strategyOf(stored.spec)) {
+    async verifierInfo(tenantId: string, config: PresentationConfig): Promise<Array<{ format: string; data: string }> | undefined> {
+        if (!strategyOf(config)) {
             return undefined;
         }
         const registrar = await this.registrar(tenantId);
         if (!registrar) {
             return undefined;
         }
-        let cert = await this.cached(tenantId, stored.spec);
+        let cert = await this.cached(tenantId, config);
         if (!cert || (cert.expiresAt && Date.parse(cert.expiresAt) <= this.now())) {
-            cert = await this.issue(tenantId, stored.spec, registrar);
+            cert = await this.issue(tenantId, config, registrar);
         }
         return [{ format: 'registration_cert', data: cert.jwt }];
     }

@@ -1,0 +1,62 @@
+import Crypto from 'node:crypto';
+import { expect } from '@hapi/code';
+import * as Lab from '@hapi/lab';
+import { ecPublicKey } from '../../lib/crypto/public-keys';
+
+/** The kept imports of EC public JWKs: the same key as node's own import, refusals unchanged, bounded. */
+
+export const lab = Lab.script();
+const { describe, it } = lab;
+
+const publicJwk = (crv = 'P-256') => Crypto.generateKeyPairSync('ec', { namedCurve: crv }).publicKey.export({ format: 'jwk' }) as { crv: string; x: string; y: string };
+
+describe('lib/crypto/public-keys', () => {
+    for (const crv of ['P-256', 'P-384', 'P-521']) {
+        it(`imports a ${crv} JWK once and verifies what its private key signs`, () => {
+            const { privateKey, publicKey } = Crypto.generateKeyPairSync('ec', { namedCurve: crv });
+            const jwk = publicKey.export({ format: 'jwk' });
+            const withOtherMembers: Crypto.JsonWebKey = { ...jwk, kid: 'ignored', use: 'sig' };
+            const key = ecPublicKey(withOtherMembers);
+            expect(key.equals(publicKey)).to.be.true();
+            expect(ecPublicKey(jwk)).to.shallow.equal(key);
+            const signature = Crypto.sign(null, Buffer.from('data'), privateKey);
+            expect(Crypto.verify(null, Buffer.from('data'), key, signature)).to.be.true();
+        });
+    }
+
+    it('gives another key for other coordinates or another curve name', () => {
+        const a = publicJwk();
+        const b = publicJwk();
+        expect(ecPublicKey(a).equals(ecPublicKey(b))).to.be.false();
+        expect(() => ecPublicKey({ ...a, crv: 'P-384' })).to.throw();
+        expect(ecPublicKey(a).asymmetricKeyDetails?.namedCurve).to.equal('prime256v1');
+    });
+
+    it('refuses a point off the curve every time (a refusal is not kept) and members that are not strings', () => {
+        const jwk = publicJwk();
+        const y = Buffer.from(jwk.y, 'base64url');
+        y[31] ^= 1;
+        const off = { ...jwk, y: y.toString('base64url') };
+        expect(() => ecPublicKey(off)).to.throw();
+        expect(() => ecPublicKey(off)).to.throw();
+        expect(() => ecPublicKey({ crv: 'P-256', x: jwk.x })).to.throw(TypeError);
+        expect(() => ecPublicKey({ crv: 'P-256', x: jwk.x, y: 7 })).to.throw(TypeError);
+        expect(() => ecPublicKey({ crv: 'P-256', x: `${jwk.x}AA`, y: jwk.y })).to.throw();
+    });
+
+    it('keeps the 4,096 keys used last: a key used again stays, the least recently used is imported again', () => {
+        const first = publicJwk();
+        const kept = publicJwk();
+        const firstKey = ecPublicKey(first);
+        const keptKey = ecPublicKey(kept);
+        for (let i = 0; i < 4096; i++) {
+            ecPublicKey(publicJwk());
+            if (i % 1000 === 0) {
+                expect(ecPublicKey(kept)).to.shallow.equal(keptKey);
+            }
+        }
+        expect(ecPublicKey(kept)).to.shallow.equal(keptKey);
+        expect(ecPublicKey(first)).to.not.shallow.equal(firstKey);
+        expect(ecPublicKey(first).equals(firstKey)).to.be.true();
+    });
+});

@@ -68,9 +68,9 @@ export const benchMicro = async (): Promise<void> => {
 
     // A DPoP proof (embedded JWK): jose (WebCrypto import + verify) against node:crypto.
     const viaJose = await best(() => Jose.compactVerify(proof, Jose.EmbeddedJWK, { algorithms: ['ES256'] }));
-    const viaNode = await best(() => {
+    const viaNode = await best(async () => {
         const key = Crypto.createPublicKey({ key: jwk, format: 'jwk' });
-        if (verifyEcdsaJws(proof, header, key, 'ES256') !== 'valid') {
+        if (await verifyEcdsaJws(proof, header, key, 'ES256') !== 'valid') {
             throw new Error('not valid');
         }
         return jwsPayload(proof);

@@ -1,4 +1,5 @@
 import Crypto from 'node:crypto';
+import { verifyOffLoop } from './thread-pool';
 
 /**
  * Compact JWS signature checks on node:crypto for the ECDSA algorithms, on the hot path of the wallet-facing
@@ -20,7 +21,7 @@ export type JwsCheck = 'valid' | 'invalid' | 'unfit';
  * this function does not handle the case (another algorithm, or a `crit` header whose extensions must be understood):
  * the caller then verifies with jose, which knows every case.
  */
-export const verifyEcdsaJws = (jwt: string, header: Record<string, unknown>, key: Crypto.KeyObject, alg: string): JwsCheck | undefined => {
+export const verifyEcdsaJws = async (jwt: string, header: Record<string, unknown>, key: Crypto.KeyObject, alg: string): Promise<JwsCheck | undefined> => {
     const ecdsa = ECDSA[alg];
     if (!ecdsa || header.crit !== undefined || header.alg !== alg) {
         return undefined;
@@ -33,7 +34,7 @@ export const verifyEcdsaJws = (jwt: string, header: Record<string, unknown>, key
     if (signature.length !== ecdsa.bytes) {
         return 'invalid';
     }
-    return Crypto.verify(ecdsa.hash, Buffer.from(jwt.slice(0, dot), 'ascii'), { key, dsaEncoding: 'ieee-p1363' }, signature) ? 'valid' : 'invalid';
+    return await verifyOffLoop(ecdsa.hash, Buffer.from(jwt.slice(0, dot), 'ascii'), { key, dsaEncoding: 'ieee-p1363' }, signature) ? 'valid' : 'invalid';
 };
 
 /** The payload bytes of a compact JWS (its second part). */

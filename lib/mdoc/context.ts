@@ -3,6 +3,8 @@ import type { MdocContext } from '@animo-id/mdoc';
 import * as X509 from '@peculiar/x509';
 import { p256FromScalar } from '../crypto/p256';
 import type { JWK } from 'jose';
+import { ecPublicKey } from '../crypto/public-keys';
+import { verifyOffLoop } from '../crypto/thread-pool';
 
 /**
  * The crypto callbacks @animo-id/mdoc needs, on node:crypto and @peculiar/x509. `sign1` signs with a key the
@@ -11,7 +13,7 @@ import type { JWK } from 'jose';
 
 const DIGESTS: Record<string, string> = { 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' };
 
-const publicKeyOf = (jwk: JWK) => Crypto.createPublicKey({ key: jwk as Crypto.JsonWebKey, format: 'jwk' });
+const publicKeyOf = (jwk: JWK) => jwk.kty === 'EC' ? ecPublicKey(jwk) : Crypto.createPublicKey({ key: jwk as Crypto.JsonWebKey, format: 'jwk' });
 
 const certificate = (der: Uint8Array) => new X509.X509Certificate(der);
 
@@ -39,7 +41,7 @@ export const mdocContext = (sign: (data: Uint8Array, jwk: JWK) => Promise<Uint8A
             sign: async ({ sign1, jwk }) => sign(sign1.getRawSigningData().data, jwk),
             verify: ({ sign1, jwk, options }) => {
                 const { data, signature } = sign1.getRawVerificationData(options);
-                return Crypto.verify('sha256', data, { key: publicKeyOf(jwk), dsaEncoding: 'ieee-p1363' }, signature);
+                return verifyOffLoop('sha256', data, { key: publicKeyOf(jwk), dsaEncoding: 'ieee-p1363' }, signature);
             }
         },
         mac0: {

@@ -208,7 +208,7 @@ export class DpopVerifier {
         catch {
             throw invalid('DPoP proof jwk does not fit its alg or cannot verify it');
         }
-        const check = key && verifyEcdsaJws(proof, header as Record<string, unknown>, key, header.alg);
+        const check = key && await verifyEcdsaJws(proof, header as Record<string, unknown>, key, header.alg);
         if (check) {
             if (check === 'unfit') {
                 throw invalid('DPoP proof jwk does not fit its alg or cannot verify it');

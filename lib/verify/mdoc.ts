@@ -4,6 +4,7 @@ import { VerificationFailure } from './failures';
 import { statusReferenceOf, type StatusReference } from './status-list';
 import { verifyCertificateChain, type TrustAnchor } from './trust';
 import { ecPublicKey } from '../crypto/public-keys';
+import { verifyOffLoop } from '../crypto/thread-pool';
 
 /**
  * Verifier side of ISO 18013-5 mdoc presentations in OpenID4VP 1.0 (vp_token entries of format mso_mdoc: a
@@ -186,9 +187,9 @@ const coseSign1 = (value: unknown, what: string): CoseSign1 => {
 const toBeSigned = (sign1: CoseSign1, payload: Uint8Array): Uint8Array =>
     cborEncode(['Signature1', sign1.protectedBytes, new Uint8Array(0), payload]);
 
-const verifyEs256 = (data: Uint8Array, signature: Uint8Array, key: Crypto.KeyObject): boolean => {
+const verifyEs256 = async (data: Uint8Array, signature: Uint8Array, key: Crypto.KeyObject): Promise<boolean> => {
     try {
-        return Crypto.verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, signature);
+        return await verifyOffLoop('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, signature);
     }
     catch {
         return false;
@@ -308,7 +309,7 @@ const verifyDocument = async (document: unknown, index: number, transcript: Uint
     if (!issuerAuth.payload) {
         throw error('issuerAuth has a detached payload');
     }
-    if (!verifyEs256(toBeSigned(issuerAuth, issuerAuth.payload), issuerAuth.signature, leafPublicKey)) {
+    if (!await verifyEs256(toBeSigned(issuerAuth, issuerAuth.payload), issuerAuth.signature, leafPublicKey)) {
         throw VerificationFailure.coded('signature_invalid', 'issuerAuth signature does not verify');
     }
 
@@ -414,7 +415,7 @@ const verifyDocument = async (document: unknown, index: number, transcript: Uint
     if (deviceSignature.payload && !Buffer.from(deviceSignature.payload).equals(Buffer.from(deviceAuthenticationBytes))) {
         throw VerificationFailure.coded('signature_invalid', 'the attached deviceSignature payload is not our DeviceAuthentication');
     }
-    if (!verifyEs256(toBeSigned(deviceSignature, deviceAuthenticationBytes), deviceSignature.signature, deviceKey)) {
+    if (!await verifyEs256(toBeSigned(deviceSignature, deviceAuthenticationBytes), deviceSignature.signature, deviceKey)) {
         throw VerificationFailure.coded('signature_invalid', 'deviceSignature does not verify over DeviceAuthentication with this SessionTranscript');
     }
     return { docType, claims, issuerAnchor: anchor, x5chain, ...(statusReference ? { statusReference } : {}) };

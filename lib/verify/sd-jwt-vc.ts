@@ -4,6 +4,7 @@ import { VerificationFailure } from './failures';
 import { statusReferenceOf, type StatusReference } from './status-list';
 import { verifyCertificateChain, type TrustAnchor } from './trust';
 import { ecPublicKey } from '../crypto/public-keys';
+import { verifyOffLoop } from '../crypto/thread-pool';
 
 /**
  * Verifier side of SD-JWT VC presentations (IETF SD-JWT, SD-JWT VC; OpenID4VP 1.0 B.3; HAIP 1.0):
@@ -237,7 +238,7 @@ const verifySignature = async (jws: string, key: Jose.CryptoKey | Crypto.KeyObje
     }
     const keyObject = key instanceof Crypto.KeyObject ? key : Crypto.KeyObject.from(key as unknown as Crypto.webcrypto.CryptoKey);
     const signature = Buffer.from(parts[2]!, 'base64url');
-    if (signature.length !== 64 || !Crypto.verify('sha256', Buffer.from(`${parts[0]}.${parts[1]}`, 'ascii'), { key: keyObject, dsaEncoding: 'ieee-p1363' }, signature)) {
+    if (signature.length !== 64 || !await verifyOffLoop('sha256', Buffer.from(`${parts[0]}.${parts[1]}`, 'ascii'), { key: keyObject, dsaEncoding: 'ieee-p1363' }, signature)) {
         throw VerificationFailure.coded('signature_invalid', `${what} signature does not verify`);
     }
     return Buffer.from(parts[1], 'base64url');

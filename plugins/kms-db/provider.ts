@@ -5,6 +5,7 @@ import type { Database } from '../../lib/db/database';
 import { KmsDbKeyModel } from './model';
 import { NotFoundError, ValidationError } from '../../lib/errors';
 import type { KeyStore, KmsProviderType, PublicJwk } from '../../lib/kms/types';
+import { signOffLoop } from '../../lib/crypto/thread-pool';
 
 /** The db provider has no options of its own. */
 export type DbKmsOptions = Record<string, never>;
@@ -70,7 +71,7 @@ class DbKeyStore implements KeyStore {
     }
 
     async sign(kid: string, data: Uint8Array): Promise<Uint8Array> {
-        return Crypto.sign('sha256', data, { key: await this.privateKey(kid), dsaEncoding: 'ieee-p1363' });
+        return signOffLoop('sha256', data, { key: await this.privateKey(kid), dsaEncoding: 'ieee-p1363' });
     }
 
     async publicJwk(kid: string): Promise<PublicJwk> {

@@ -5,6 +5,7 @@ import { OAuthError } from '../../../lib/errors';
 import { PROOF_TYPES, type KeyAttestationsRequired, type ProofType } from '../../../resources/credential-config';
 import { isObject, verifiedClaims, walletProviderKey, type WalletProviderTrust } from './wallet-provider-trust';
 import { ecPublicKey } from '../../../lib/crypto/public-keys';
+import { verifyOffLoop } from '../../../lib/crypto/thread-pool';
 
 /**
  * Proofs of the credential request (OpenID4VCI 1.0 section 8.2 and appendix F, HAIP 1.0 Annex D): which keys the
@@ -167,7 +168,7 @@ export class ProofVerifier {
         let payload: Jose.JWTPayload;
         try {
             const key = ecPublicKey({ crv: 'P-256', x: signer.x, y: signer.y });
-            const valid = Crypto.verify('sha256', Buffer.from(`${encodedHeader}.${encodedPayload}`), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(signature ?? '', 'base64url'));
+            const valid = await verifyOffLoop('sha256', Buffer.from(`${encodedHeader}.${encodedPayload}`), { key, dsaEncoding: 'ieee-p1363' }, Buffer.from(signature ?? '', 'base64url'));
             payload = valid ? JSON.parse(Buffer.from(encodedPayload!, 'base64url').toString('utf8')) : undefined as never;
             if (!valid || !payload || typeof payload !== 'object') {
                 throw new Error('bad signature');

@@ -67,7 +67,7 @@ const protectedHeaderOf = (jwt: string): Record<string, unknown> => {
 export const verifiedClaims = async (jwt: string, key: Crypto.KeyObject, alg: string, what: string, keyName: string, fail: Fail): Promise<Record<string, unknown>> => {
     let payload: Uint8Array;
     // ECDSA on node:crypto (see lib/crypto/jws.ts); anything else, and any malformed header, through jose.
-    const check = verifyEcdsaJws(jwt, protectedHeaderOf(jwt), key, alg);
+    const check = await verifyEcdsaJws(jwt, protectedHeaderOf(jwt), key, alg);
     if (check === 'invalid') {
         throw fail(`The ${what} signature does not verify with ${keyName}`);
     }

@@ -1,4 +1,5 @@
 import Crypto from 'node:crypto';
+import { LruMap } from '../lru';
 
 /**
  * Public EC keys of JWKs, kept by their coordinates. node's import of a JWK checks the point, which costs about as
@@ -9,8 +10,7 @@ import Crypto from 'node:crypto';
  * used beyond the limit are dropped.
  */
 
-const LIMIT = 4096;
-const imported = new Map<string, Crypto.KeyObject>();
+const imported = new LruMap<string, Crypto.KeyObject>(4096);
 
 /** The public key of an EC JWK's `crv`, `x` and `y` (its other members are ignored); throws as createPublicKey does. */
 export const ecPublicKey = (jwk: { crv?: unknown; x?: unknown; y?: unknown }): Crypto.KeyObject => {
@@ -20,16 +20,9 @@ export const ecPublicKey = (jwk: { crv?: unknown; x?: unknown; y?: unknown }): C
     }
     const id = `${crv}.${x}.${y}`;
     let key = imported.get(id);
-    if (key) {
-        // Moved to the end: the Map's order is the order of last use.
-        imported.delete(id);
+    if (!key) {
+        key = Crypto.createPublicKey({ key: { kty: 'EC', crv, x, y }, format: 'jwk' });
         imported.set(id, key);
-        return key;
     }
-    key = Crypto.createPublicKey({ key: { kty: 'EC', crv, x, y }, format: 'jwk' });
-    if (imported.size >= LIMIT) {
-        imported.delete(imported.keys().next().value!);
-    }
-    imported.set(id, key);
     return key;
 };

@@ -1,6 +1,7 @@
 import { DcqlPresentationResult, DcqlQuery } from 'dcql';
 import type { FailureCode } from '../../../lib/verify/failures';
 import { valuesAt } from '../../../lib/claim-path';
+import { LruMap } from '../../../lib/lru';
 import type { CheckedStatus } from '../../../lib/verify/status-list';
 import type { TrustOutcome } from './trust-outcome';
 
@@ -64,6 +65,23 @@ const valueMismatch = (query: Query, presented: PresentedCredential[]): DcqlMatc
     return undefined;
 };
 
+/**
+ * The dcql package's parsed and validated form of a query, kept by the query's JSON: parsing it through valibot took
+ * ~60 µs of every response, and a verifier asks the same few queries again and again. The package only reads it.
+ */
+const parsedQueries = new LruMap<string, DcqlQuery>(256);
+const parsedQuery = (query: Query): DcqlQuery => {
+    const id = JSON.stringify(query);
+    let parsed = parsedQueries.get(id);
+    if (!parsed) {
+        // Trust is checked by this service; the dcql package's own trusted_authorities model differs from spec 2.1.1.
+        parsed = DcqlQuery.parse({ ...query, credentials: query.credentials.map(({ trusted_authorities: _t, ...c }) => c) } as never);
+        DcqlQuery.validate(parsed);
+        parsedQueries.set(id, parsed);
+    }
+    return parsed;
+};
+
 /** Whether the presentations satisfy the query: values first, then required credentials and claims (dcql package). */
 export const matchDcql = (rawQuery: unknown, presented: PresentedCredential[]): DcqlMatch => {
     const query = rawQuery as Query;
@@ -71,9 +89,7 @@ export const matchDcql = (rawQuery: unknown, presented: PresentedCredential[]): 
     if (mismatch) {
         return mismatch;
     }
-    // Trust is checked by this service; the dcql package's own trusted_authorities model differs from spec 2.1.1.
-    const dcqlQuery = DcqlQuery.parse({ ...query, credentials: query.credentials.map(({ trusted_authorities: _t, ...c }) => c) } as never);
-    DcqlQuery.validate(dcqlQuery);
+    const dcqlQuery = parsedQuery(query);
     const record: Record<string, unknown[]> = {};
     for (const p of presented) {
         (record[p.queryId] ??= []).push(p.format === 'mso_mdoc'

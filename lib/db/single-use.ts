@@ -1,9 +1,5 @@
 import type { Database } from './database';
-
-const isUniqueViolation = (err: unknown): boolean => {
-    const e = err as { code?: string };
-    return e.code === '23505' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || e.code === 'SQLITE_CONSTRAINT_UNIQUE';
-};
+import { isUniqueViolation } from './errors';
 
 /**
  * Values that may be used once: credential proof nonces (issued, then consumed) and DPoP proof ids (claimed on

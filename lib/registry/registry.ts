@@ -2,7 +2,8 @@ import type Joi from 'joi';
 import { AuditLogModel } from '../db/models/audit-log';
 import type { Knex } from 'knex';
 import type { ChangeBus } from '../change-bus';
-import type { Database } from '../db/database';
+import { insideTransaction, type Database } from '../db/database';
+import { isUniqueViolation } from '../db/errors';
 import { ConflictError, NotFoundError, ValidationError, joiDetails, type ErrorDetail } from '../errors';
 import { policyRefusal, type OutboundPolicy, type Resolver } from '../outbound';
 import { canonicalJson, diffSpecs, type FieldChange } from './diff';
@@ -352,7 +353,7 @@ export class Registry {
         const id = this.idOf(kind, spec);
         const mode = options.mode ?? 'upsert';
 
-        const result = await this.db.transaction(async (trx): Promise<WriteResult<T>> => {
+        const attempt = () => this.db.transaction(async (trx): Promise<WriteResult<T>> => {
             const scope = this.scope(ctx, kind, trx, id);
             const store = this.store(kind);
             const existing = await store.get(scope, id);
@@ -375,6 +376,20 @@ export class Registry {
             const stored = (await store.get(scope, id))!;
             await this.audit(trx, ctx, scope.tenantId, existing ? 'update' : 'create', kind, id, diffSpecs(existing?.spec ?? {}, written, [...kind.secrets ?? [], ...kind.writeOnly ?? []]));
             return { action: existing ? 'update' : 'create', id, spec: stored.spec, resource: stored, warnings, ...(generated ? { generated } : {}) };
+        });
+        const result = await attempt().catch(async (err: unknown) => {
+            if (!isUniqueViolation(err)) {
+                throw err;
+            }
+            // Another writer created it between this write's read and its insert (two POSTs at once, replicas
+            // bootstrapping the root client together). Written again, the write sees it: a create answers 409, an
+            // upsert updates it or leaves it. Inside a caller's transaction (aborted on PostgreSQL) it is a conflict.
+            if (insideTransaction()) {
+                throw new ConflictError(`${kind.kind} ${id} was written by another request at the same time`);
+            }
+            return attempt().catch((again: unknown) => {
+                throw isUniqueViolation(again) ? new ConflictError(`${kind.kind} ${id} conflicts with a stored resource`) : again;
+            });
         });
         if (result.action !== 'unchanged') {
             this.changed(kind, kind.isTenant ? id : ctx.tenantId ?? null, id);

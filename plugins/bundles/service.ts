@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import Os from 'node:os';
-import { UniqueViolationError } from 'objection';
 import type { Variables } from '../../lib/config-import/placeholders';
 import type { Database } from '../../lib/db/database';
+import { isUniqueViolation } from '../../lib/db/errors';
 import { AuditLogModel } from '../../lib/db/models/audit-log';
 import { NotFoundError } from '../../lib/errors';
 import type { TenantContext } from '../../lib/registry/kind';
@@ -49,15 +49,6 @@ const AUDIT_KIND = 'ConfigBundle';
 /** The PostgreSQL advisory lock an import's transaction holds. */
 const workerKey = (operationId: string) => `hallmark-bundle-import:${operationId}`;
 const REPORTS_LISTED = 50;
-
-// objection wraps the driver's error (UniqueViolationError) on PostgreSQL; SQLite's may come through as is.
-const isUniqueViolation = (err: unknown): boolean => {
-    if (err instanceof UniqueViolationError) {
-        return true;
-    }
-    const code = (err as { code?: string }).code;
-    return code === '23505' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === 'SQLITE_CONSTRAINT_UNIQUE';
-};
 
 const toReport = (row: BundleOperationModel): OperationReport => ({
     id: row.id,

@@ -76,17 +76,18 @@ const startService = async (env: Record<string, string>): Promise<Service> => {
     child.stdout!.on('data', (c) => (output += c));
     child.stderr!.on('data', (c) => (output += c));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    let gone = false;
-    void exited.then(() => (gone = true));
     const url = `http://127.0.0.1:${port}`;
-    await waitFor(`${url}/health`, async () => {
-        if (gone) {
-            throw new Error(`the service exited before it was healthy:\n${output}`);
+    let exitCode: number | null | undefined;
+    void exited.then((code) => (exitCode = code ?? null));
+    // waitFor retries every failed check, so a process that exited ends the wait by its answer, not by a throw.
+    await waitFor(`${url}/health`, async () => exitCode !== undefined ? 'exited' as const : (await fetch(`${url}/health`)).status === 200, 150_000).then((state) => {
+        if (state === 'exited') {
+            throw new Error(`the service exited (code ${exitCode}) before it was healthy`);
         }
-        return (await fetch(`${url}/health`)).status === 200;
-    }, 150_000).catch((err) => {
+    }).catch((err: Error) => {
         child.kill('SIGKILL');
-        throw err;
+        // What the process said is the only clue to why it did not start: keep its end in the failure.
+        throw new Error(`${err.message}; its output ends:\n${output.slice(-6000)}`);
     });
     return {
         url,
@@ -358,7 +359,13 @@ if (DIALECTS.includes('postgres')) {
             });
             expect(migrate.status, migrate.stdout + migrate.stderr).to.equal(0);
             const env = { ...prepared.env, DB_MIGRATIONS_RUN: 'false' };
-            replicas.push(...await Promise.all([startService(env), startService(env), startService(env)]));
+            // Started together; those that started are stopped in after() even when another did not.
+            const started = await Promise.allSettled([startService(env), startService(env), startService(env)]);
+            replicas.push(...started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])));
+            const refused = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+            if (refused) {
+                throw refused.reason;
+            }
             proxy = await startProxy(prepared.proxyPort, () => replicas[0]!.url);
         });
 

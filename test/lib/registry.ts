@@ -153,6 +153,35 @@ for (const dialect of DIALECTS) {
             expect((err as any).details).to.equal([{ path: 'extra', message: '"extra" is not allowed' }]);
         });
 
+        // Replicas share a PostgreSQL database; SQLite's one connection per process serializes a process's writes, and
+        // its processes (cluster mode) bootstrap once, in the primary's prepare step, before the workers start.
+        if (dialect === 'postgres') {
+            it('takes one of 20 concurrent creates of an id from two replicas, answers the others 409 (create) or unchanged (upsert), never a 500', async () => {
+                // A second connection pool on the same database plays another replica.
+                const peerDb = Database.open(testDb.config, db.cipher);
+                const peer = new Registry(peerDb);
+                peer.register(tenantKind);
+                peer.register(hookKind);
+                peer.seal();
+                try {
+                    const spec = (id: string) => ({ id, url: 'https://race.example', auth: { type: 'none' } });
+                    const creates = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => (i % 2 ? peer : registry).write(acme, hookKind, spec('raced-create'), { mode: 'create' })));
+                    const created = creates.filter((r) => r.status === 'fulfilled');
+                    expect(created.map((r) => (r as PromiseFulfilledResult<{ action: string }>).value.action)).to.equal(['create']);
+                    for (const refused of creates.filter((r): r is PromiseRejectedResult => r.status === 'rejected')) {
+                        expect(refused.reason.status, refused.reason.stack).to.equal(409);
+                    }
+                    const upserts = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? peer : registry).write(acme, hookKind, spec('raced-upsert'))));
+                    expect(upserts.map((r) => r.action).sort()).to.equal(['create', ...Array(19).fill('unchanged')]);
+                    const audit = await db.model(AuditLogModel).query().where({ tenantId: 'acme', kind: 'Hook' }).whereIn('resourceId', ['raced-create', 'raced-upsert']);
+                    expect(audit.map((a) => a.action)).to.equal(['create', 'create']);
+                }
+                finally {
+                    await peerDb.close();
+                }
+            });
+        }
+
         it('scopes every read and delete by the context tenant', async () => {
             expect(await registry.get(other, hookKind, 'h1')).to.be.undefined();
             expect(await registry.list(other, hookKind)).to.equal([]);

@@ -160,6 +160,27 @@ for (const dialect of DIALECTS) {
             expect((await t.server.db.knex('status_list_states').where({ tenantId: 'live', listId: 'l1' }).first('tokenSigningUntil')).tokenSigningUntil).to.be.null();
         });
 
+        it('does not sign again when another process published the change between its read and its claim', async () => {
+            const replica = new StatusListService({ db: t.server.db, registry: t.server.registry, signing: t.server.signing, publicUrl: 'http://hallmark.test' });
+            await get('live', 'l1');
+            await setEntry(t.server, 'live', 'l1', 1, 23, 1);
+            signatures.jws = 0;
+            // The replica has read the list (the change not yet published) when this process publishes it in full
+            // and releases its claim; only then does the replica claim the signing.
+            const internals = replica as unknown as { claimSigning: (tenantId: string, listId: string) => Promise<string | undefined> };
+            const claimSigning = internals.claimSigning.bind(replica);
+            let published = '';
+            internals.claimSigning = async (tenantId, listId) => {
+                published = (await get('live', 'l1')).payload;
+                return claimSigning(tenantId, listId);
+            };
+            const there = await replica.token('live', 'l1');
+            expect(signatures.jws).to.equal(1);
+            expect(there!.jwt.body.toString()).to.equal(published);
+            expect(getListFromStatusListJWT(published).getStatus(23)).to.equal(1);
+            expect((await t.server.db.knex('status_list_states').where({ tenantId: 'live', listId: 'l1' }).first('tokenSigningUntil')).tokenSigningUntil).to.be.null();
+        });
+
         it('signs after a short wait when the process that claimed the signing never finishes', async () => {
             await get('live', 'l1');
             await setEntry(t.server, 'live', 'l1', 1, 21, 1);

@@ -1,6 +1,7 @@
 import type Hapi from '@hapi/hapi';
 import { clientCache } from './clients';
 import { pluginOptions } from '../../lib/compose';
+import { withStartupLock } from '../../lib/db/lock';
 import type { Logger } from '../../lib/logging';
 import { clientKind } from '../../resources/client';
 import { bootstrapRootClient } from './bootstrap';
@@ -56,10 +57,12 @@ const integratedServer = (server: Hapi.Server, config: OAuth2Options & { publicU
     const keys = new ServiceKeys(db, config.tokenTtl);
     const tokens = new TokenService(db, keys, server.clientCache, { issuer: config.publicUrl, ttlSeconds: config.tokenTtl, bus: server.bus });
     registry.onChange(clientKind, (_tenantId, id) => tokens.forgetClient(id));
-    server.ext('onPreStart', async () => {
+    // Replicas starting together on a fresh database take turns: the first makes the signing key and the root
+    // client, the others find them (without the lock each made a key of its own).
+    server.ext('onPreStart', () => withStartupLock(db.knex, 'oauth2-bootstrap', async () => {
         await keys.init();
         await bootstrapRootClient(config, registry, log);
-    });
+    }));
     return { verifier: tokens, routes: [...tokenRoutes(tokens), ...jwksRoutes(keys), ...clientRoutes] };
 };
 

@@ -378,6 +378,21 @@ if (DIALECTS.includes('postgres')) {
 
         behaves({ services: () => replicas.map((r) => r.url), proxy: () => proxy, probeFile: () => probeFile });
 
+        it('made one token signing key and one root client, however many replicas started at once on the fresh database', async () => {
+            const Pg = await import('pg');
+            const client = new Pg.Client({ host: db.env.DB_HOST, port: Number(db.env.DB_PORT), user: db.env.DB_USERNAME, password: db.env.DB_PASSWORD, database: db.env.DB_DATABASE });
+            await client.connect();
+            try {
+                const keys = await client.query('select count(*)::int as n from service_keys');
+                expect(keys.rows[0].n).to.equal(1);
+                const roots = await client.query('select count(*)::int as n from audit_logs where kind = $1 and resource_id = $2 and action = $3', ['Client', ROOT_CLIENT.id, 'create']);
+                expect(roots.rows[0].n).to.equal(1);
+            }
+            finally {
+                await client.end();
+            }
+        });
+
         it('keeps one schedule entry per interval job, however many replicas run jobs', async () => {
             const Pg = await import('pg');
             const client = new Pg.Client({ host: db.env.DB_HOST, port: Number(db.env.DB_PORT), user: db.env.DB_USERNAME, password: db.env.DB_PASSWORD, database: db.env.DB_DATABASE });

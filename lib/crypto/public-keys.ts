@@ -12,16 +12,27 @@ import { LruMap } from '../lru';
 
 const imported = new LruMap<string, Crypto.KeyObject>(4096);
 
+/** base64url characters of an unpadded coordinate of each curve kept; another curve or form is imported each time. */
+const COORDINATE_LENGTHS: Record<string, number> = { 'P-256': 43, 'P-384': 64, 'P-521': 88 };
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+
 /** The public key of an EC JWK's `crv`, `x` and `y` (its other members are ignored); throws as createPublicKey does. */
 export const ecPublicKey = (jwk: { crv?: unknown; x?: unknown; y?: unknown }): Crypto.KeyObject => {
     const { crv, x, y } = jwk;
     if (typeof crv !== 'string' || typeof x !== 'string' || typeof y !== 'string') {
         throw new TypeError('An EC public JWK needs crv, x and y as strings');
     }
-    const id = `${crv}.${x}.${y}`;
+    const load = () => Crypto.createPublicKey({ key: { kty: 'EC', crv, x, y }, format: 'jwk' });
+    // Only the one canonical spelling of a point is kept: node's base64url decoder skips stray characters, so
+    // another spelling could otherwise find the entry of a key it does not denote (or of none at all).
+    const length = COORDINATE_LENGTHS[crv];
+    if (length === undefined || x.length !== length || y.length !== length || !BASE64URL.test(x) || !BASE64URL.test(y)) {
+        return load();
+    }
+    const id = `${crv}:${x}:${y}`;
     let key = imported.get(id);
     if (!key) {
-        key = Crypto.createPublicKey({ key: { kty: 'EC', crv, x, y }, format: 'jwk' });
+        key = load();
         imported.set(id, key);
     }
     return key;

@@ -2,7 +2,7 @@ import type Joi from 'joi';
 import { AuditLogModel } from '../db/models/audit-log';
 import type { Knex } from 'knex';
 import type { ChangeBus } from '../change-bus';
-import { insideTransaction, type Database } from '../db/database';
+import type { Database } from '../db/database';
 import { isUniqueViolation } from '../db/errors';
 import { ConflictError, NotFoundError, ValidationError, joiDetails, type ErrorDetail } from '../errors';
 import { policyRefusal, type OutboundPolicy, type Resolver } from '../outbound';
@@ -384,7 +384,7 @@ export class Registry {
             // Another writer created it between this write's read and its insert (two POSTs at once, replicas
             // bootstrapping the root client together). Written again, the write sees it: a create answers 409, an
             // upsert updates it or leaves it. Inside a caller's transaction (aborted on PostgreSQL) it is a conflict.
-            if (insideTransaction()) {
+            if (this.db.ambient()) {
                 throw new ConflictError(`${kind.kind} ${id} was written by another request at the same time`);
             }
             return attempt().catch((again: unknown) => {

@@ -359,14 +359,22 @@ if (DIALECTS.includes('postgres')) {
             });
             expect(migrate.status, migrate.stdout + migrate.stderr).to.equal(0);
             const env = { ...prepared.env, DB_MIGRATIONS_RUN: 'false' };
-            // Started together; those that started are stopped in after() even when another did not.
+            // Started together. lab runs no after() once a before() failed, so a failed start stops what did start
+            // here: left running, those processes held PostgreSQL connections for the rest of the suite.
             const started = await Promise.allSettled([startService(env), startService(env), startService(env)]);
             replicas.push(...started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])));
             const refused = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-            if (refused) {
-                throw refused.reason;
+            try {
+                if (refused) {
+                    throw refused.reason;
+                }
+                proxy = await startProxy(prepared.proxyPort, () => replicas[0]!.url);
             }
-            proxy = await startProxy(prepared.proxyPort, () => replicas[0]!.url);
+            catch (err) {
+                await Promise.all(replicas.map((r) => r.stop()));
+                await db.drop();
+                throw err;
+            }
         });
 
         after(async () => {

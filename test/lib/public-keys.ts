@@ -44,6 +44,19 @@ describe('lib/crypto/public-keys', () => {
         expect(() => ecPublicKey({ crv: 'P-256', x: `${jwk.x}AA`, y: jwk.y })).to.throw();
     });
 
+    it('keeps only canonical coordinates: another spelling never finds a kept key, nor a curve name that is not one', () => {
+        const jwk = publicJwk();
+        const key = ecPublicKey(jwk);
+        // A dot inside a coordinate is skipped by node's decoder: such a JWK still imports, but is not kept, so the
+        // same bytes split elsewhere (which node refuses) cannot find it.
+        const dotted = { ...jwk, x: `${jwk.x.slice(0, 20)}.${jwk.x.slice(20)}` };
+        expect(ecPublicKey(dotted).equals(key)).to.be.true();
+        expect(() => ecPublicKey({ crv: 'P-256', x: dotted.x.slice(0, 20), y: `${dotted.x.slice(21)}.${jwk.y}` })).to.throw();
+        expect(() => ecPublicKey({ crv: `P-256.${jwk.x.slice(0, 20)}`, x: jwk.x.slice(20), y: jwk.y })).to.throw();
+        expect(() => ecPublicKey({ crv: 'P-256', x: `${jwk.x}=`, y: jwk.y })).to.not.throw();
+        expect(ecPublicKey(jwk)).to.shallow.equal(key);
+    });
+
     it('keeps the 4,096 keys used last: a key used again stays, the least recently used is imported again', () => {
         const first = publicJwk();
         const kept = publicJwk();

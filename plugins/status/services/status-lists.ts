@@ -354,17 +354,17 @@ export class StatusListService {
                 return published;
             }
         }
-        else {
-            // Another process may have signed, stored and released its claim between the read above and this claim:
-            // its token stands, and signing again would publish the same change twice.
-            const current: TokenRow | undefined = await states().first(...TOKEN_COLUMNS);
-            if (current && !needed(current)) {
-                await states().where({ tokenSigningUntil: claim }).update({ tokenSigningUntil: null });
-                this.snapshots.delete(tenantId, listId);
-                return tokenOf(current);
-            }
-        }
         try {
+            if (claim) {
+                // Another process may have signed, stored and released its claim between the read above and this
+                // claim: its token stands, and signing again would publish the same change twice.
+                const current: TokenRow | undefined = await states().first(...TOKEN_COLUMNS);
+                if (current && !needed(current)) {
+                    await states().where({ tokenSigningUntil: claim }).update({ tokenSigningUntil: null });
+                    this.snapshots.delete(tenantId, listId);
+                    return tokenOf(current);
+                }
+            }
             return await this.sign(tenantId, list.spec, claim, onSigned);
         }
         catch (err) {

@@ -8,7 +8,17 @@ import { ecPublicKey } from '../../lib/crypto/public-keys';
 export const lab = Lab.script();
 const { describe, it } = lab;
 
-const publicJwk = (crv = 'P-256') => Crypto.generateKeyPairSync('ec', { namedCurve: crv }).publicKey.export({ format: 'jwk' }) as { crv: string; x: string; y: string };
+/**
+ * A fresh public key: P-256 from node's ECDH class. Thousands of generateKeyPairSync calls in a row once deadlocked
+ * node 20 in CI (a key generation job's destructor, run by the garbage collector, waiting on a mutex).
+ */
+const publicJwk = (crv = 'P-256') => {
+    if (crv !== 'P-256') {
+        return Crypto.generateKeyPairSync('ec', { namedCurve: crv }).publicKey.export({ format: 'jwk' }) as { crv: string; x: string; y: string };
+    }
+    const point = Crypto.createECDH('prime256v1').generateKeys();
+    return { kty: 'EC', crv, x: point.subarray(1, 33).toString('base64url'), y: point.subarray(33).toString('base64url') };
+};
 
 describe('lib/crypto/public-keys', () => {
     for (const crv of ['P-256', 'P-384', 'P-521']) {

@@ -37,3 +37,7 @@ export const ecPublicKey = (jwk: { crv?: unknown; x?: unknown; y?: unknown }): C
     }
     return key;
 };
+
+/** The public key of any JWK: EC keys through ecPublicKey (kept), others imported each time. */
+export const jwkPublicKey = (jwk: { kty?: unknown; crv?: unknown; x?: unknown; y?: unknown }): Crypto.KeyObject =>
+    jwk.kty === 'EC' ? ecPublicKey(jwk) : Crypto.createPublicKey({ key: jwk as Crypto.JsonWebKey, format: 'jwk' });

@@ -3,7 +3,7 @@ import type { MdocContext } from '@animo-id/mdoc';
 import * as X509 from '@peculiar/x509';
 import { p256FromScalar } from '../crypto/p256';
 import type { JWK } from 'jose';
-import { ecPublicKey } from '../crypto/public-keys';
+import { jwkPublicKey } from '../crypto/public-keys';
 import { verifyOffLoop } from '../crypto/thread-pool';
 
 /**
@@ -13,7 +13,6 @@ import { verifyOffLoop } from '../crypto/thread-pool';
 
 const DIGESTS: Record<string, string> = { 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' };
 
-const publicKeyOf = (jwk: JWK) => jwk.kty === 'EC' ? ecPublicKey(jwk) : Crypto.createPublicKey({ key: jwk as Crypto.JsonWebKey, format: 'jwk' });
 
 const certificate = (der: Uint8Array) => new X509.X509Certificate(der);
 
@@ -41,7 +40,7 @@ export const mdocContext = (sign: (data: Uint8Array, jwk: JWK) => Promise<Uint8A
             sign: async ({ sign1, jwk }) => sign(sign1.getRawSigningData().data, jwk),
             verify: ({ sign1, jwk, options }) => {
                 const { data, signature } = sign1.getRawVerificationData(options);
-                return verifyOffLoop('sha256', data, { key: publicKeyOf(jwk), dsaEncoding: 'ieee-p1363' }, signature);
+                return verifyOffLoop('sha256', data, { key: jwkPublicKey(jwk), dsaEncoding: 'ieee-p1363' }, signature);
             }
         },
         mac0: {

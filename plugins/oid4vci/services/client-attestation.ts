@@ -5,7 +5,7 @@ import type { SingleUseStore } from '../../../lib/db/single-use';
 import { OAuthError } from '../../../lib/errors';
 import { jwkThumbprint } from '../../../lib/oauth/dpop';
 import { isObject, verifiedClaims as verifiedClaimsOf, walletProviderKey, type WalletProviderTrust } from './wallet-provider-trust';
-import { ecPublicKey } from '../../../lib/crypto/public-keys';
+import { jwkPublicKey } from '../../../lib/crypto/public-keys';
 
 /**
  * OAuth 2.0 Attestation-Based Client Authentication (draft-ietf-oauth-attestation-based-client-auth) as HAIP 1.0
@@ -197,7 +197,7 @@ export class ClientAttestationVerifier {
         let cnfKey: Crypto.KeyObject;
         let cnfJkt: string;
         try {
-            cnfKey = jwk.kty === 'EC' ? ecPublicKey(jwk) : Crypto.createPublicKey({ key: jwk as Crypto.JsonWebKey, format: 'jwk' });
+            cnfKey = jwkPublicKey(jwk);
             cnfJkt = await jwkThumbprint(jwk as JWK);
         }
         catch {
